@@ -1,0 +1,57 @@
+//! tether's YAML configuration: raw serde types, validation into internal types, errors.
+//!
+//! Loading happens in three steps: the text is parsed into a YAML tree (syntax errors stop
+//! here), each section and list item is deserialised into the raw types of [`raw`] on its
+//! own (so one bad server does not hide the next), and [`validate`] turns the raw types into
+//! the internal [`model`] types, collecting every semantic error. All errors carry the path
+//! of the field and, through [`locate`], the line and column in the file.
+
+mod duration;
+mod error;
+mod locate;
+pub mod model;
+mod raw;
+mod validate;
+
+pub use duration::parse_duration;
+pub use error::{ConfigError, ConfigErrors};
+pub use model::*;
+
+use std::path::Path;
+
+/// Reads, parses and validates a config file.
+pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigErrors::new(file.clone(), vec![ConfigError::new("", format!("cannot read file: {e}"))])
+    })?;
+    parse(&text, &file)
+}
+
+/// Parses and validates config text; `file` names the source in error messages.
+pub fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
+    let fail = |errors: Vec<ConfigError>| ConfigErrors::new(file.to_string(), errors);
+    let tree: serde_yaml::Value = match serde_yaml::from_str(text) {
+        Ok(tree) => tree,
+        Err(e) => {
+            let mut err = ConfigError::new("", format!("YAML syntax error: {e}"));
+            err.position = e.location().map(|l| (l.line(), l.column()));
+            return Err(fail(vec![err]));
+        }
+    };
+    let positions = locate::Positions::index(text);
+    let mut errors = Vec::new();
+    let raw = raw::RawConfig::from_tree(tree, &mut errors);
+    let config = validate::validate(raw, &mut errors);
+    if errors.is_empty() {
+        Ok(config)
+    } else {
+        for err in &mut errors {
+            if err.position.is_none() {
+                err.position = positions.find(&err.path);
+            }
+        }
+        errors.sort_by_key(|e| e.position.unwrap_or((usize::MAX, 0)));
+        Err(fail(errors))
+    }
+}

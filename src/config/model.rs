@@ -1,0 +1,135 @@
+//! Validated configuration: parsed addresses, enums, resolved references, defaults applied.
+
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Most servers a request may be tried on (`max_attempts` upper bound).
+pub const MAX_ATTEMPTS_LIMIT: u32 = 16;
+/// Largest `weight` a server may have.
+pub const MAX_WEIGHT: u32 = 1000;
+
+/// A whole, valid tether configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub server: ServerSettings,
+    /// Where partition tables and runtime states are kept across restarts.
+    pub state_dir: Option<PathBuf>,
+    pub listeners: Vec<Listener>,
+    pub clusters: Vec<Cluster>,
+}
+
+/// Pingora's server settings, from the `server:` section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerSettings {
+    pub threads: usize,
+    pub work_stealing: bool,
+    pub grace_period_seconds: u64,
+    pub graceful_shutdown_timeout_seconds: u64,
+    pub pid_file: String,
+    pub upgrade_sock: String,
+    pub error_log: Option<String>,
+    pub daemon: bool,
+    pub user: Option<String>,
+    pub group: Option<String>,
+    pub upstream_keepalive_pool_size: usize,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            threads: 2,
+            work_stealing: true,
+            grace_period_seconds: 5,
+            graceful_shutdown_timeout_seconds: 5,
+            pid_file: "/tmp/tether.pid".to_string(),
+            upgrade_sock: "/tmp/tether_upgrade.sock".to_string(),
+            error_log: None,
+            daemon: false,
+            user: None,
+            group: None,
+            upstream_keepalive_pool_size: 128,
+        }
+    }
+}
+
+/// A listening address and the cluster its requests go to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listener {
+    pub name: String,
+    pub address: SocketAddr,
+    /// Index into [`Config::clusters`].
+    pub cluster: usize,
+}
+
+/// How session ids carry the server's identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionStyle {
+    /// Tomcat / JServ: `<id>.<jvmRoute>`.
+    Tomcat,
+    /// WebSphere: `<cache id><id>:<clone or partition>[:<clone>...]`.
+    Websphere,
+}
+
+/// How new sessions are spread over servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Balance {
+    /// Smooth weighted round robin (nginx, JServ balance sets).
+    Weighted,
+    /// Fewest requests in flight relative to weight.
+    LeastInflight,
+}
+
+/// Administrative state of a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerState {
+    /// Takes new and sticky requests.
+    Active,
+    /// Takes only requests of its own sessions (mod_jk *disabled*, HAProxy *drain*).
+    Draining,
+    /// Takes no requests (mod_jk *stopped*).
+    Stopped,
+}
+
+/// A set of servers sharing sessions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cluster {
+    pub name: String,
+    pub session_style: SessionStyle,
+    pub session_cookie: String,
+    pub session_path: String,
+    /// Optional request header carrying the session id (non-browser clients).
+    pub session_header: Option<String>,
+    pub sticky: bool,
+    pub sticky_force: bool,
+    pub max_attempts: u32,
+    pub balance: Balance,
+    pub recover_after: Duration,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    pub idle_timeout: Duration,
+    /// Separator of the clone list in WebSphere session ids (`:`, or `+` with CloneSeparatorChange).
+    pub clone_separator: u8,
+    pub servers: Vec<Server>,
+}
+
+/// One backend application server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Server {
+    pub name: String,
+    pub address: SocketAddr,
+    /// Tomcat `jvmRoute`; defaults to the name.
+    pub route: String,
+    /// WebSphere CloneID.
+    pub clone_id: Option<String>,
+    pub weight: u32,
+    pub domain: Option<String>,
+    /// Index of the failover server in the same cluster.
+    pub redirect: Option<usize>,
+    pub backup: bool,
+    pub state: ServerState,
+}

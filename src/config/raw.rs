@@ -1,0 +1,180 @@
+//! Serde types that mirror the config file; never used outside `config`.
+//!
+//! Sections and list items are deserialised one at a time so that every bad item is
+//! reported, not only the first. An item that fails to deserialise is kept as `None`.
+
+use super::error::ConfigError;
+use super::model::{Balance, ServerState, SessionStyle};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_yaml::Value;
+
+/// The top level; each section is still a YAML tree here.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawTop {
+    server: Option<Value>,
+    state_dir: Option<String>,
+    listeners: Option<Value>,
+    clusters: Option<Value>,
+}
+
+#[derive(Default)]
+pub struct RawConfig {
+    pub server: RawServerSettings,
+    pub state_dir: Option<String>,
+    pub listeners: Vec<Option<RawListener>>,
+    pub clusters: Vec<Option<RawCluster>>,
+}
+
+/// Pingora's own settings (`server:`).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawServerSettings {
+    pub threads: Option<usize>,
+    pub work_stealing: Option<bool>,
+    pub grace_period_seconds: Option<u64>,
+    pub graceful_shutdown_timeout_seconds: Option<u64>,
+    pub pid_file: Option<String>,
+    pub upgrade_sock: Option<String>,
+    pub error_log: Option<String>,
+    pub daemon: Option<bool>,
+    pub user: Option<String>,
+    pub group: Option<String>,
+    pub upstream_keepalive_pool_size: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawListener {
+    pub name: String,
+    pub address: String,
+    pub cluster: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCluster {
+    pub name: String,
+    pub session_style: Option<SessionStyle>,
+    pub session_cookie: Option<String>,
+    pub session_path: Option<String>,
+    pub session_header: Option<String>,
+    pub sticky: Option<bool>,
+    pub sticky_force: Option<bool>,
+    pub max_attempts: Option<u32>,
+    pub balance: Option<Balance>,
+    pub recover_after: Option<String>,
+    pub connect_timeout: Option<String>,
+    pub read_timeout: Option<String>,
+    pub idle_timeout: Option<String>,
+    pub websphere: Option<RawWebsphere>,
+    #[serde(default)]
+    pub servers: Value,
+    /// Filled from `servers` after the cluster itself deserialised.
+    #[serde(skip)]
+    pub parsed_servers: Vec<Option<RawServer>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWebsphere {
+    pub clone_separator: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    pub name: String,
+    pub address: String,
+    pub route: Option<String>,
+    pub clone_id: Option<String>,
+    pub weight: Option<u32>,
+    pub domain: Option<String>,
+    pub redirect: Option<String>,
+    pub backup: Option<bool>,
+    pub state: Option<ServerState>,
+}
+
+/// Deserialises `value` as `T`, recording an error at `path` (plus the inner path) on failure.
+fn item<T: DeserializeOwned>(value: Value, path: &str, errors: &mut Vec<ConfigError>) -> Option<T> {
+    match serde_path_to_error::deserialize::<_, T>(value) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            let inner = e.path().to_string();
+            let mut message = e.into_inner().to_string();
+            // Point unknown fields at the field itself, not at the item that holds it.
+            let mut full = join(path, if inner == "." { "" } else { &inner });
+            if let Some(name) = unknown_field(&message) {
+                full = join(&full, name);
+                message = message.replace(", expected one of", "; known fields:");
+            }
+            errors.push(ConfigError::new(full, message));
+            None
+        }
+    }
+}
+
+fn unknown_field(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("unknown field `")?;
+    rest.split('`').next()
+}
+
+fn join(parent: &str, child: &str) -> String {
+    match (parent.is_empty(), child.is_empty()) {
+        (_, true) => parent.to_string(),
+        (true, false) => child.to_string(),
+        (false, false) if child.starts_with('[') => format!("{parent}{child}"),
+        _ => format!("{parent}.{child}"),
+    }
+}
+
+/// Deserialises each item of a YAML list; a missing list is empty.
+fn list<T: DeserializeOwned>(
+    value: Option<Value>,
+    path: &str,
+    errors: &mut Vec<ConfigError>,
+) -> Vec<Option<T>> {
+    match value {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Sequence(items)) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| item(v, &format!("{path}[{i}]"), errors))
+            .collect(),
+        Some(_) => {
+            errors.push(ConfigError::new(path, "must be a list"));
+            Vec::new()
+        }
+    }
+}
+
+impl RawConfig {
+    /// Splits the YAML tree into raw types, recording every item that does not fit.
+    pub fn from_tree(tree: Value, errors: &mut Vec<ConfigError>) -> RawConfig {
+        let top: RawTop = match tree {
+            Value::Null => RawTop::default(),
+            tree => match item(tree, "", errors) {
+                Some(top) => top,
+                None => return RawConfig::default(),
+            },
+        };
+        let server = match top.server {
+            None | Some(Value::Null) => Some(RawServerSettings::default()),
+            Some(v) => item(v, "server", errors),
+        };
+        let mut clusters: Vec<Option<RawCluster>> = list(top.clusters, "clusters", errors);
+        for (i, cluster) in clusters.iter_mut().enumerate() {
+            if let Some(c) = cluster {
+                let servers = std::mem::take(&mut c.servers);
+                c.parsed_servers = list(Some(servers), &format!("clusters[{i}].servers"), errors);
+            }
+        }
+        RawConfig {
+            server: server.unwrap_or_default(),
+            state_dir: top.state_dir,
+            listeners: list(top.listeners, "listeners", errors),
+            clusters,
+        }
+    }
+}

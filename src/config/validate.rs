@@ -1,0 +1,275 @@
+//! Turns raw config types into the validated model, collecting every error.
+
+use super::duration::parse_duration;
+use super::error::ConfigError;
+use super::model::*;
+use super::raw::{RawCluster, RawConfig, RawServer, RawServerSettings};
+use std::collections::HashMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+/// Collects errors for one config while it is being validated.
+struct Check<'a>(&'a mut Vec<ConfigError>);
+
+impl Check<'_> {
+    fn err(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.0.push(ConfigError::new(path, message));
+    }
+
+    fn duration(&mut self, path: String, text: Option<&str>, default: Duration) -> Duration {
+        match text.map(parse_duration) {
+            None => default,
+            Some(Ok(d)) => d,
+            Some(Err(e)) => {
+                self.err(path, e);
+                default
+            }
+        }
+    }
+
+    /// Reports a second use of `key` within one scope (names, routes, addresses...).
+    fn unique<K: std::hash::Hash + Eq>(
+        &mut self,
+        seen: &mut HashMap<K, String>,
+        key: K,
+        path: String,
+        what: &str,
+        shown: &str,
+    ) {
+        if let Some(first) = seen.get(&key) {
+            self.err(path, format!("duplicate {what} `{shown}` (first at {first})"));
+        } else {
+            seen.insert(key, path);
+        }
+    }
+}
+
+/// Validates `raw`; the returned config is meaningful only when no error was added.
+pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
+    let mut check = Check(errors);
+    let server = server_settings(raw.server, &mut check);
+    let clusters_complete = raw.clusters.iter().all(Option::is_some);
+    let mut clusters = Vec::new();
+    let mut cluster_names = HashMap::new();
+    for (i, c) in raw.clusters.into_iter().enumerate() {
+        let Some(c) = c else { continue };
+        let path = format!("clusters[{i}]");
+        check.unique(&mut cluster_names, c.name.clone(), format!("{path}.name"), "cluster name", &c.name);
+        clusters.push(cluster(c, &path, &mut check));
+    }
+    if raw_is_empty(&clusters, clusters_complete) {
+        check.err("clusters", "at least one cluster is required");
+    }
+
+    let mut listeners = Vec::new();
+    let mut listener_names = HashMap::new();
+    let mut listener_addrs = HashMap::new();
+    for (i, l) in raw.listeners.iter().enumerate() {
+        let Some(l) = l else { continue };
+        let path = format!("listeners[{i}]");
+        check.unique(&mut listener_names, l.name.clone(), format!("{path}.name"), "listener name", &l.name);
+        let address = match l.address.parse::<SocketAddr>() {
+            Ok(a) => {
+                check.unique(&mut listener_addrs, a, format!("{path}.address"), "listener address", &l.address);
+                a
+            }
+            Err(_) => {
+                check.err(
+                    format!("{path}.address"),
+                    format!("`{}` is not an IP:port address", l.address),
+                );
+                SocketAddr::from(([0, 0, 0, 0], 0))
+            }
+        };
+        let cluster = clusters.iter().position(|c| c.name == l.cluster);
+        if cluster.is_none() && clusters_complete {
+            check.err(format!("{path}.cluster"), format!("unknown cluster `{}`", l.cluster));
+        }
+        listeners.push(Listener {
+            name: l.name.clone(),
+            address,
+            cluster: cluster.unwrap_or(0),
+        });
+    }
+    if raw.listeners.is_empty() {
+        check.err("listeners", "at least one listener is required");
+    }
+
+    Config {
+        server,
+        state_dir: raw.state_dir.map(Into::into),
+        listeners,
+        clusters,
+    }
+}
+
+fn raw_is_empty(clusters: &[Cluster], complete: bool) -> bool {
+    clusters.is_empty() && complete
+}
+
+fn server_settings(raw: RawServerSettings, check: &mut Check) -> ServerSettings {
+    let d = ServerSettings::default();
+    let threads = raw.threads.unwrap_or(d.threads);
+    if threads == 0 {
+        check.err("server.threads", "must be at least 1");
+    }
+    ServerSettings {
+        threads,
+        work_stealing: raw.work_stealing.unwrap_or(d.work_stealing),
+        grace_period_seconds: raw.grace_period_seconds.unwrap_or(d.grace_period_seconds),
+        graceful_shutdown_timeout_seconds: raw
+            .graceful_shutdown_timeout_seconds
+            .unwrap_or(d.graceful_shutdown_timeout_seconds),
+        pid_file: raw.pid_file.unwrap_or(d.pid_file),
+        upgrade_sock: raw.upgrade_sock.unwrap_or(d.upgrade_sock),
+        error_log: raw.error_log,
+        daemon: raw.daemon.unwrap_or(d.daemon),
+        user: raw.user,
+        group: raw.group,
+        upstream_keepalive_pool_size: raw
+            .upstream_keepalive_pool_size
+            .unwrap_or(d.upstream_keepalive_pool_size),
+    }
+}
+
+/// A cookie or parameter name must be a non-empty HTTP token without `=`.
+fn is_token(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b))
+}
+
+fn cluster(c: RawCluster, path: &str, check: &mut Check) -> Cluster {
+    let session_style = c.session_style.unwrap_or(SessionStyle::Tomcat);
+    let session_cookie = c.session_cookie.unwrap_or_else(|| "JSESSIONID".into());
+    let session_path = c.session_path.unwrap_or_else(|| "jsessionid".into());
+    for (field, value) in [("session_cookie", &session_cookie), ("session_path", &session_path)] {
+        if !is_token(value) {
+            check.err(format!("{path}.{field}"), format!("`{value}` is not a valid name"));
+        }
+    }
+    if let Some(h) = &c.session_header {
+        if http::HeaderName::from_bytes(h.as_bytes()).is_err() {
+            check.err(format!("{path}.session_header"), format!("`{h}` is not a header name"));
+        }
+    }
+    let max_attempts = c.max_attempts.unwrap_or(3);
+    if !(1..=MAX_ATTEMPTS_LIMIT).contains(&max_attempts) {
+        check.err(
+            format!("{path}.max_attempts"),
+            format!("must be between 1 and {MAX_ATTEMPTS_LIMIT}"),
+        );
+    }
+    let clone_separator = match c.websphere.as_ref().and_then(|w| w.clone_separator.as_deref()) {
+        None => b':',
+        Some(s) if s.len() == 1 && matches!(s.as_bytes()[0], b':' | b'+') => s.as_bytes()[0],
+        Some(s) => {
+            check.err(format!("{path}.websphere.clone_separator"), format!("`{s}` must be `:` or `+`"));
+            b':'
+        }
+    };
+    let recover_after = check.duration(format!("{path}.recover_after"), c.recover_after.as_deref(), Duration::from_secs(10));
+    let connect_timeout = check.duration(format!("{path}.connect_timeout"), c.connect_timeout.as_deref(), Duration::from_secs(3));
+    let read_timeout = check.duration(format!("{path}.read_timeout"), c.read_timeout.as_deref(), Duration::from_secs(60));
+    let idle_timeout = check.duration(format!("{path}.idle_timeout"), c.idle_timeout.as_deref(), Duration::from_secs(60));
+    let servers = servers(&c.parsed_servers, session_style, path, check);
+    Cluster {
+        name: c.name,
+        session_style,
+        session_cookie,
+        session_path,
+        session_header: c.session_header,
+        sticky: c.sticky.unwrap_or(true),
+        sticky_force: c.sticky_force.unwrap_or(false),
+        max_attempts,
+        balance: c.balance.unwrap_or(Balance::Weighted),
+        recover_after,
+        connect_timeout,
+        read_timeout,
+        idle_timeout,
+        clone_separator,
+        servers,
+    }
+}
+
+fn servers(raw: &[Option<RawServer>], style: SessionStyle, path: &str, check: &mut Check) -> Vec<Server> {
+    let complete = raw.iter().all(Option::is_some);
+    if raw.is_empty() {
+        check.err(format!("{path}.servers"), "at least one server is required");
+    }
+    let mut names = HashMap::new();
+    let mut routes = HashMap::new();
+    let mut clones = HashMap::new();
+    let mut addrs = HashMap::new();
+    let mut out = Vec::new();
+    let mut redirects = Vec::new();
+    for (i, s) in raw.iter().enumerate() {
+        let Some(s) = s else { continue };
+        let p = format!("{path}.servers[{i}]");
+        check.unique(&mut names, s.name.clone(), format!("{p}.name"), "server name", &s.name);
+        let route = s.route.clone().unwrap_or_else(|| s.name.clone());
+        if route.is_empty() || route.contains([';', ',', ' ']) {
+            check.err(format!("{p}.route"), format!("`{route}` is not a usable route"));
+        }
+        check.unique(&mut routes, route.clone(), format!("{p}.route"), "route", &route);
+        if let Some(clone) = &s.clone_id {
+            if clone.is_empty() || clone.contains([':', '+', ',', '=']) {
+                check.err(format!("{p}.clone_id"), format!("`{clone}` is not a usable clone id"));
+            }
+            check.unique(&mut clones, clone.clone(), format!("{p}.clone_id"), "clone id", clone);
+        } else if style == SessionStyle::Websphere {
+            check.err(format!("{p}.clone_id"), "required for a websphere cluster");
+        }
+        let address = resolve(&s.address).unwrap_or_else(|e| {
+            check.err(format!("{p}.address"), e);
+            SocketAddr::from(([0, 0, 0, 0], 0))
+        });
+        if address.port() != 0 {
+            check.unique(&mut addrs, address, format!("{p}.address"), "server address", &s.address);
+        }
+        let weight = s.weight.unwrap_or(1);
+        if !(1..=MAX_WEIGHT).contains(&weight) {
+            check.err(format!("{p}.weight"), format!("must be between 1 and {MAX_WEIGHT}"));
+        }
+        redirects.push((s.redirect.clone(), format!("{p}.redirect")));
+        out.push(Server {
+            name: s.name.clone(),
+            address,
+            route,
+            clone_id: s.clone_id.clone(),
+            weight,
+            domain: s.domain.clone(),
+            redirect: None,
+            backup: s.backup.unwrap_or(false),
+            state: s.state.unwrap_or(ServerState::Active),
+        });
+    }
+    for (i, (redirect, p)) in redirects.into_iter().enumerate() {
+        let Some(target) = redirect else { continue };
+        match out.iter().position(|s| s.name == target) {
+            Some(j) if j == i => check.err(p, "a server cannot redirect to itself"),
+            Some(j) => out[i].redirect = Some(j),
+            None if complete => check.err(p, format!("unknown server `{target}`")),
+            None => {}
+        }
+    }
+    out
+}
+
+/// Parses `host:port`, resolving a host name once, at load time.
+fn resolve(address: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = address.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let bad = || format!("`{address}` is not a host:port address");
+    let (host, port) = address.rsplit_once(':').ok_or_else(bad)?;
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(bad());
+    }
+    address
+        .to_socket_addrs()
+        .map_err(|e| format!("`{address}` does not resolve: {e}"))?
+        .next()
+        .ok_or_else(|| format!("`{address}` does not resolve to any address"))
+}

@@ -1,0 +1,21 @@
+//! The routing decision (DESIGN section 2): pure code over a request head and live state.
+//!
+//! [`ClusterRouter::decide`] reads the session id, resolves its affinity token, and returns
+//! the server to use and why. Retries call it again with the servers already tried, which
+//! walks the same ordered candidate list without building it up front.
+
+mod clock;
+mod decision;
+mod live;
+mod ring;
+mod router;
+mod session_id;
+mod tried;
+mod wrr;
+
+pub use clock::now_ms;
+pub use decision::{Decision, Outcome, Reject};
+pub use live::{Health, ServerLive};
+pub use router::{ClusterRouter, ServerSlot};
+pub use session_id::{cookie_values, path_parameter, MAX_SESSION_ID_LEN};
+pub use tried::Tried;

@@ -1,0 +1,11 @@
+//! A cheap monotonic millisecond clock shared by health marks and recovery timers.
+
+use once_cell::sync::Lazy;
+use std::time::Instant;
+
+static EPOCH: Lazy<Instant> = Lazy::new(Instant::now);
+
+/// Milliseconds since the first call in this process; never 0 after the first millisecond.
+pub fn now_ms() -> u64 {
+    EPOCH.elapsed().as_millis() as u64
+}

@@ -1,0 +1,59 @@
+//! What the routing decision returns: a server and the reason, or a refusal.
+
+/// Why a server was chosen; the label is what metrics and the access log show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The session's route (jvmRoute) or clone id named a usable server.
+    RouteHit,
+    /// The session's route named a mod_jk domain; a server of that domain took it.
+    DomainHit,
+    /// The session's WebSphere partition mapped to a usable server.
+    PartitionHit,
+    /// The session named no known server; the consistent hash of its id chose one.
+    HashFallback,
+    /// No session: balanced by weight.
+    NewSession,
+    /// The session's server could not take it; another server did.
+    Failover,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::RouteHit => "route_hit",
+            Outcome::DomainHit => "domain_hit",
+            Outcome::PartitionHit => "partition_hit",
+            Outcome::HashFallback => "hash_fallback",
+            Outcome::NewSession => "new_session",
+            Outcome::Failover => "failover",
+        }
+    }
+}
+
+/// Why no server was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reject {
+    /// `sticky_force`: the session's server is down or stopped and failover is forbidden.
+    StickyForce,
+    /// No server that may take this request is left.
+    NoServer,
+}
+
+impl Reject {
+    /// The short plain-text body sent with the 503.
+    pub fn body(self) -> &'static str {
+        match self {
+            Reject::StickyForce => "503 Service Unavailable: the server holding this session is not available\n",
+            Reject::NoServer => "503 Service Unavailable: no server is available\n",
+        }
+    }
+}
+
+/// The result of [`super::ClusterRouter::decide`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Send the request to `servers[server]`.
+    Route { server: usize, outcome: Outcome },
+    /// Answer 503.
+    Reject(Reject),
+}

@@ -1,0 +1,149 @@
+//! Live state of one server: administrative state, health, weight and counters, all atomics.
+//!
+//! Shared by the request path (reads, counter bumps) and by whatever changes state (connect
+//! failures now; health checks and the admin API later). No locks.
+
+use crate::config::ServerState;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+
+/// Health as the router sees it at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    Up,
+    /// Marked down; `since` is the [`super::now_ms`] of the mark.
+    Down { since: u64 },
+}
+
+#[derive(Debug)]
+pub struct ServerLive {
+    state: AtomicU8,
+    /// 0 when up, else `now_ms() + 1` of the last failure (or of the last probe let through).
+    down_since: AtomicU64,
+    weight: AtomicU32,
+    inflight: AtomicU64,
+    requests: AtomicU64,
+    failures: AtomicU64,
+}
+
+fn encode(state: ServerState) -> u8 {
+    match state {
+        ServerState::Active => 0,
+        ServerState::Draining => 1,
+        ServerState::Stopped => 2,
+    }
+}
+
+fn decode(v: u8) -> ServerState {
+    match v {
+        0 => ServerState::Active,
+        1 => ServerState::Draining,
+        _ => ServerState::Stopped,
+    }
+}
+
+impl ServerLive {
+    pub fn new(state: ServerState, weight: u32) -> Self {
+        ServerLive {
+            state: AtomicU8::new(encode(state)),
+            down_since: AtomicU64::new(0),
+            weight: AtomicU32::new(weight),
+            inflight: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+        }
+    }
+
+    pub fn state(&self) -> ServerState {
+        decode(self.state.load(Relaxed))
+    }
+
+    pub fn set_state(&self, state: ServerState) {
+        self.state.store(encode(state), Relaxed);
+    }
+
+    pub fn weight(&self) -> u32 {
+        self.weight.load(Relaxed)
+    }
+
+    pub fn health(&self) -> Health {
+        match self.down_since.load(Relaxed) {
+            0 => Health::Up,
+            t => Health::Down { since: t - 1 },
+        }
+    }
+
+    /// Marks the server down at `now`; true when it was up before (log the transition once).
+    pub fn mark_down(&self, now: u64) -> bool {
+        self.failures.fetch_add(1, Relaxed);
+        self.down_since.swap(now + 1, Relaxed) == 0
+    }
+
+    /// Marks the server up; true when it was down before.
+    pub fn mark_up(&self) -> bool {
+        self.down_since.swap(0, Relaxed) != 0
+    }
+
+    /// Is the server usable at `now`? A down server whose `recover_after` has passed lets
+    /// exactly one request through as a probe: the caller that wins the claim gets `true`
+    /// and restarts the timer, so other requests keep avoiding it until the probe answers.
+    pub fn available(&self, now: u64, recover_after_ms: u64) -> bool {
+        let marked = self.down_since.load(Relaxed);
+        if marked == 0 {
+            return true;
+        }
+        if now + 1 < marked.saturating_add(recover_after_ms) {
+            return false;
+        }
+        self.down_since
+            .compare_exchange(marked, now + 1, Relaxed, Relaxed)
+            .is_ok()
+    }
+
+    /// Like [`Self::available`], without claiming the probe.
+    pub fn could_take(&self, now: u64, recover_after_ms: u64) -> bool {
+        let marked = self.down_since.load(Relaxed);
+        marked == 0 || now + 1 >= marked.saturating_add(recover_after_ms)
+    }
+
+    /// Counts a request sent to this server and returns nothing to undo but [`Self::done`].
+    pub fn start(&self) {
+        self.inflight.fetch_add(1, Relaxed);
+        self.requests.fetch_add(1, Relaxed);
+    }
+
+    pub fn done(&self) {
+        self.inflight.fetch_sub(1, Relaxed);
+    }
+
+    pub fn inflight(&self) -> u64 {
+        self.inflight.load(Relaxed)
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Relaxed)
+    }
+
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn down_server_lets_one_probe_through_after_recover_time() {
+        let s = ServerLive::new(ServerState::Active, 1);
+        assert!(s.available(5, 1000));
+        assert!(s.mark_down(10));
+        assert!(!s.mark_down(11), "second mark is not a transition");
+        assert!(!s.available(500, 1000));
+        assert!(s.available(1011, 1000), "recover time passed: probe");
+        assert!(!s.available(1012, 1000), "only one probe per period");
+        assert!(s.mark_up());
+        assert!(s.available(1013, 1000));
+        assert_eq!(s.health(), Health::Up);
+        assert_eq!(s.failures(), 2);
+    }
+}

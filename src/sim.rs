@@ -1,0 +1,17 @@
+//! Test doubles for tether: a Tomcat-like application server and a tiny HTTP/1.1 client.
+//!
+//! Integration tests and the demo put `TomcatSim` instances behind the proxy and talk to
+//! the proxy with `HttpClient`; both speak just enough HTTP/1.1 to exercise stickiness,
+//! keep-alive and failover without pulling an HTTP stack into the test build.
+
+pub mod client;
+mod response;
+mod session;
+pub mod tomcat;
+mod wire;
+
+pub use client::{send_raw, HttpClient, Response};
+pub use tomcat::TomcatSim;
+
+#[cfg(test)]
+mod tests;
