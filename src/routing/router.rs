@@ -339,3 +339,7 @@ impl Pick<'_> {
         best.map(|(i, ..)| i).filter(|&i| self.new_ok(i))
     }
 }
+
+#[cfg(test)]
+#[path = "router_tests.rs"]
+mod tests;
