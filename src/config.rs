@@ -23,7 +23,10 @@ use std::path::Path;
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| {
-        ConfigErrors::new(file.clone(), vec![ConfigError::new("", format!("cannot read file: {e}"))])
+        ConfigErrors::new(
+            file.clone(),
+            vec![ConfigError::new("", format!("cannot read file: {e}"))],
+        )
     })?;
     parse(&text, &file)
 }

@@ -1,1 +1,68 @@
-fn main() {}
+//! tether's command line: parse it, then check the config, run the proxy or run the demo.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tether::service::{build_server, RunOptions};
+
+#[derive(Parser)]
+#[command(
+    name = "tether",
+    version,
+    about = "Sticky-session reverse proxy for Java application servers"
+)]
+struct Cli {
+    /// tether's YAML config file.
+    #[arg(short = 'c', long = "conf", value_name = "FILE")]
+    conf: Option<PathBuf>,
+    /// Check the config file and exit (non-zero on error).
+    #[arg(short = 't', long = "test")]
+    test: bool,
+    /// Take over from a running instance (graceful binary upgrade).
+    #[arg(short = 'u', long = "upgrade")]
+    upgrade: bool,
+    /// Run in the background.
+    #[arg(short = 'd', long = "daemon")]
+    daemon: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start simulated Tomcat servers behind tether, run a scripted scenario, keep serving.
+    Demo {
+        /// Address for the demo's tether listener (default 127.0.0.1:8080, or a free port).
+        #[arg(long)]
+        listen: Option<std::net::SocketAddr>,
+    },
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let cli = Cli::parse();
+    if let Some(Command::Demo { listen }) = cli.command {
+        return tether::demo::run(listen);
+    }
+    let Some(path) = cli.conf else {
+        eprintln!("tether: no config file given (use -c FILE, or `tether demo`)");
+        return ExitCode::from(2);
+    };
+    let config = match tether::config::load(&path) {
+        Ok(c) => c,
+        Err(errors) => {
+            eprint!("{errors}");
+            return ExitCode::from(1);
+        }
+    };
+    if cli.test {
+        println!("{}: configuration is valid", path.display());
+        return ExitCode::SUCCESS;
+    }
+    let run = RunOptions {
+        upgrade: cli.upgrade,
+        daemon: cli.daemon,
+    };
+    let (server, _snapshot) = build_server(&config, run);
+    server.run_forever()
+}

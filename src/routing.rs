@@ -16,6 +16,6 @@ mod wrr;
 pub use clock::now_ms;
 pub use decision::{Decision, Outcome, Reject};
 pub use live::{Health, ServerLive};
-pub use router::{ClusterRouter, ServerSlot};
+pub use router::{ClusterRouter, ServerSlot, Timeouts};
 pub use session_id::{cookie_values, path_parameter, MAX_SESSION_ID_LEN};
 pub use tried::Tried;

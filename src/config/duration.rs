@@ -17,7 +17,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "s" => n.checked_mul(1_000),
         "m" => n.checked_mul(60_000),
         "h" => n.checked_mul(3_600_000),
-        _ => return Err(format!("`{text}` has an unknown unit `{unit}` (use ms, s, m or h)")),
+        _ => {
+            return Err(format!(
+                "`{text}` has an unknown unit `{unit}` (use ms, s, m or h)"
+            ))
+        }
     };
     ms.map(Duration::from_millis)
         .ok_or_else(|| format!("`{text}` is too long"))

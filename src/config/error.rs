@@ -47,7 +47,12 @@ impl ConfigErrors {
 impl fmt::Display for ConfigErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.errors.len();
-        writeln!(f, "{}: {n} error{}", self.file, if n == 1 { "" } else { "s" })?;
+        writeln!(
+            f,
+            "{}: {n} error{}",
+            self.file,
+            if n == 1 { "" } else { "s" }
+        )?;
         for e in &self.errors {
             write!(f, "{}", self.file)?;
             if let Some((line, col)) = e.position {

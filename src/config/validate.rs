@@ -37,7 +37,10 @@ impl Check<'_> {
         shown: &str,
     ) {
         if let Some(first) = seen.get(&key) {
-            self.err(path, format!("duplicate {what} `{shown}` (first at {first})"));
+            self.err(
+                path,
+                format!("duplicate {what} `{shown}` (first at {first})"),
+            );
         } else {
             seen.insert(key, path);
         }
@@ -54,7 +57,13 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
     for (i, c) in raw.clusters.into_iter().enumerate() {
         let Some(c) = c else { continue };
         let path = format!("clusters[{i}]");
-        check.unique(&mut cluster_names, c.name.clone(), format!("{path}.name"), "cluster name", &c.name);
+        check.unique(
+            &mut cluster_names,
+            c.name.clone(),
+            format!("{path}.name"),
+            "cluster name",
+            &c.name,
+        );
         clusters.push(cluster(c, &path, &mut check));
     }
     if raw_is_empty(&clusters, clusters_complete) {
@@ -67,10 +76,22 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
     for (i, l) in raw.listeners.iter().enumerate() {
         let Some(l) = l else { continue };
         let path = format!("listeners[{i}]");
-        check.unique(&mut listener_names, l.name.clone(), format!("{path}.name"), "listener name", &l.name);
+        check.unique(
+            &mut listener_names,
+            l.name.clone(),
+            format!("{path}.name"),
+            "listener name",
+            &l.name,
+        );
         let address = match l.address.parse::<SocketAddr>() {
             Ok(a) => {
-                check.unique(&mut listener_addrs, a, format!("{path}.address"), "listener address", &l.address);
+                check.unique(
+                    &mut listener_addrs,
+                    a,
+                    format!("{path}.address"),
+                    "listener address",
+                    &l.address,
+                );
                 a
             }
             Err(_) => {
@@ -83,7 +104,10 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
         };
         let cluster = clusters.iter().position(|c| c.name == l.cluster);
         if cluster.is_none() && clusters_complete {
-            check.err(format!("{path}.cluster"), format!("unknown cluster `{}`", l.cluster));
+            check.err(
+                format!("{path}.cluster"),
+                format!("unknown cluster `{}`", l.cluster),
+            );
         }
         listeners.push(Listener {
             name: l.name.clone(),
@@ -144,14 +168,23 @@ fn cluster(c: RawCluster, path: &str, check: &mut Check) -> Cluster {
     let session_style = c.session_style.unwrap_or(SessionStyle::Tomcat);
     let session_cookie = c.session_cookie.unwrap_or_else(|| "JSESSIONID".into());
     let session_path = c.session_path.unwrap_or_else(|| "jsessionid".into());
-    for (field, value) in [("session_cookie", &session_cookie), ("session_path", &session_path)] {
+    for (field, value) in [
+        ("session_cookie", &session_cookie),
+        ("session_path", &session_path),
+    ] {
         if !is_token(value) {
-            check.err(format!("{path}.{field}"), format!("`{value}` is not a valid name"));
+            check.err(
+                format!("{path}.{field}"),
+                format!("`{value}` is not a valid name"),
+            );
         }
     }
     if let Some(h) = &c.session_header {
         if http::HeaderName::from_bytes(h.as_bytes()).is_err() {
-            check.err(format!("{path}.session_header"), format!("`{h}` is not a header name"));
+            check.err(
+                format!("{path}.session_header"),
+                format!("`{h}` is not a header name"),
+            );
         }
     }
     let max_attempts = c.max_attempts.unwrap_or(3);
@@ -161,18 +194,41 @@ fn cluster(c: RawCluster, path: &str, check: &mut Check) -> Cluster {
             format!("must be between 1 and {MAX_ATTEMPTS_LIMIT}"),
         );
     }
-    let clone_separator = match c.websphere.as_ref().and_then(|w| w.clone_separator.as_deref()) {
+    let clone_separator = match c
+        .websphere
+        .as_ref()
+        .and_then(|w| w.clone_separator.as_deref())
+    {
         None => b':',
         Some(s) if s.len() == 1 && matches!(s.as_bytes()[0], b':' | b'+') => s.as_bytes()[0],
         Some(s) => {
-            check.err(format!("{path}.websphere.clone_separator"), format!("`{s}` must be `:` or `+`"));
+            check.err(
+                format!("{path}.websphere.clone_separator"),
+                format!("`{s}` must be `:` or `+`"),
+            );
             b':'
         }
     };
-    let recover_after = check.duration(format!("{path}.recover_after"), c.recover_after.as_deref(), Duration::from_secs(10));
-    let connect_timeout = check.duration(format!("{path}.connect_timeout"), c.connect_timeout.as_deref(), Duration::from_secs(3));
-    let read_timeout = check.duration(format!("{path}.read_timeout"), c.read_timeout.as_deref(), Duration::from_secs(60));
-    let idle_timeout = check.duration(format!("{path}.idle_timeout"), c.idle_timeout.as_deref(), Duration::from_secs(60));
+    let recover_after = check.duration(
+        format!("{path}.recover_after"),
+        c.recover_after.as_deref(),
+        Duration::from_secs(10),
+    );
+    let connect_timeout = check.duration(
+        format!("{path}.connect_timeout"),
+        c.connect_timeout.as_deref(),
+        Duration::from_secs(3),
+    );
+    let read_timeout = check.duration(
+        format!("{path}.read_timeout"),
+        c.read_timeout.as_deref(),
+        Duration::from_secs(60),
+    );
+    let idle_timeout = check.duration(
+        format!("{path}.idle_timeout"),
+        c.idle_timeout.as_deref(),
+        Duration::from_secs(60),
+    );
     let servers = servers(&c.parsed_servers, session_style, path, check);
     Cluster {
         name: c.name,
@@ -193,7 +249,12 @@ fn cluster(c: RawCluster, path: &str, check: &mut Check) -> Cluster {
     }
 }
 
-fn servers(raw: &[Option<RawServer>], style: SessionStyle, path: &str, check: &mut Check) -> Vec<Server> {
+fn servers(
+    raw: &[Option<RawServer>],
+    style: SessionStyle,
+    path: &str,
+    check: &mut Check,
+) -> Vec<Server> {
     let complete = raw.iter().all(Option::is_some);
     if raw.is_empty() {
         check.err(format!("{path}.servers"), "at least one server is required");
@@ -207,17 +268,41 @@ fn servers(raw: &[Option<RawServer>], style: SessionStyle, path: &str, check: &m
     for (i, s) in raw.iter().enumerate() {
         let Some(s) = s else { continue };
         let p = format!("{path}.servers[{i}]");
-        check.unique(&mut names, s.name.clone(), format!("{p}.name"), "server name", &s.name);
+        check.unique(
+            &mut names,
+            s.name.clone(),
+            format!("{p}.name"),
+            "server name",
+            &s.name,
+        );
         let route = s.route.clone().unwrap_or_else(|| s.name.clone());
         if route.is_empty() || route.contains([';', ',', ' ']) {
-            check.err(format!("{p}.route"), format!("`{route}` is not a usable route"));
+            check.err(
+                format!("{p}.route"),
+                format!("`{route}` is not a usable route"),
+            );
         }
-        check.unique(&mut routes, route.clone(), format!("{p}.route"), "route", &route);
+        check.unique(
+            &mut routes,
+            route.clone(),
+            format!("{p}.route"),
+            "route",
+            &route,
+        );
         if let Some(clone) = &s.clone_id {
             if clone.is_empty() || clone.contains([':', '+', ',', '=']) {
-                check.err(format!("{p}.clone_id"), format!("`{clone}` is not a usable clone id"));
+                check.err(
+                    format!("{p}.clone_id"),
+                    format!("`{clone}` is not a usable clone id"),
+                );
             }
-            check.unique(&mut clones, clone.clone(), format!("{p}.clone_id"), "clone id", clone);
+            check.unique(
+                &mut clones,
+                clone.clone(),
+                format!("{p}.clone_id"),
+                "clone id",
+                clone,
+            );
         } else if style == SessionStyle::Websphere {
             check.err(format!("{p}.clone_id"), "required for a websphere cluster");
         }
@@ -226,11 +311,20 @@ fn servers(raw: &[Option<RawServer>], style: SessionStyle, path: &str, check: &m
             SocketAddr::from(([0, 0, 0, 0], 0))
         });
         if address.port() != 0 {
-            check.unique(&mut addrs, address, format!("{p}.address"), "server address", &s.address);
+            check.unique(
+                &mut addrs,
+                address,
+                format!("{p}.address"),
+                "server address",
+                &s.address,
+            );
         }
         let weight = s.weight.unwrap_or(1);
         if !(1..=MAX_WEIGHT).contains(&weight) {
-            check.err(format!("{p}.weight"), format!("must be between 1 and {MAX_WEIGHT}"));
+            check.err(
+                format!("{p}.weight"),
+                format!("must be between 1 and {MAX_WEIGHT}"),
+            );
         }
         redirects.push((s.redirect.clone(), format!("{p}.redirect")));
         out.push(Server {

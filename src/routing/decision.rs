@@ -43,7 +43,9 @@ impl Reject {
     /// The short plain-text body sent with the 503.
     pub fn body(self) -> &'static str {
         match self {
-            Reject::StickyForce => "503 Service Unavailable: the server holding this session is not available\n",
+            Reject::StickyForce => {
+                "503 Service Unavailable: the server holding this session is not available\n"
+            }
             Reject::NoServer => "503 Service Unavailable: no server is available\n",
         }
     }

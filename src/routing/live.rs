@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 pub enum Health {
     Up,
     /// Marked down; `since` is the [`super::now_ms`] of the mark.
-    Down { since: u64 },
+    Down {
+        since: u64,
+    },
 }
 
 #[derive(Debug)]

@@ -71,7 +71,13 @@ mod tests {
     fn ring(n: usize, skip: Option<usize>) -> Ring {
         let members: Vec<(usize, SocketAddr, u32)> = (0..n)
             .filter(|&i| Some(i) != skip)
-            .map(|i| (i, SocketAddr::from(([10, 0, (i / 250) as u8, (i % 250) as u8], 8080)), 1))
+            .map(|i| {
+                (
+                    i,
+                    SocketAddr::from(([10, 0, (i / 250) as u8, (i % 250) as u8], 8080)),
+                    1,
+                )
+            })
             .collect();
         Ring::new(&members)
     }

@@ -11,6 +11,7 @@ use http::header::{HeaderMap, HeaderName, COOKIE};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A configured server and its live state.
 pub struct ServerSlot {
@@ -43,8 +44,17 @@ impl Pool {
     }
 }
 
+/// Upstream timeouts of a cluster.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub read: Duration,
+    pub idle: Duration,
+}
+
 pub struct ClusterRouter {
     pub name: String,
+    timeouts: Timeouts,
     style: SessionStyle,
     cookie: Box<[u8]>,
     path_param: Box<[u8]>,
@@ -88,9 +98,17 @@ impl ClusterRouter {
         };
         let routes = index(|s| Some(&s.route));
         let clones = index(|s| s.clone_id.as_deref());
-        let domains = index(|s| s.domain.as_deref()).into_keys().map(|k| (k, ())).collect();
+        let domains = index(|s| s.domain.as_deref())
+            .into_keys()
+            .map(|k| (k, ()))
+            .collect();
         ClusterRouter {
             name: cfg.name.clone(),
+            timeouts: Timeouts {
+                connect: cfg.connect_timeout,
+                read: cfg.read_timeout,
+                idle: cfg.idle_timeout,
+            },
             style: cfg.session_style,
             cookie: cfg.session_cookie.as_bytes().into(),
             path_param: cfg.session_path.as_bytes().into(),
@@ -116,6 +134,10 @@ impl ClusterRouter {
 
     pub fn servers(&self) -> &[ServerSlot] {
         &self.servers
+    }
+
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
     }
 
     /// Chooses the server for a request whose raw path (with query) is `path`.
@@ -242,7 +264,8 @@ impl Pick<'_> {
 
     /// The session names a mod_jk domain: any server of it, chosen by hash.
     fn domain_target(&self, domain: &[u8], sid: &[u8]) -> Decision {
-        let in_domain = |i: usize| self.slot(i).config.domain.as_deref().map(str::as_bytes) == Some(domain);
+        let in_domain =
+            |i: usize| self.slot(i).config.domain.as_deref().map(str::as_bytes) == Some(domain);
         let ok = |i: usize| in_domain(i) && self.sticky_ok(i);
         let peek = |i: usize| in_domain(i) && self.could_take_new(i);
         match self.hash_pick(sid, ok, peek) {
@@ -309,7 +332,10 @@ impl Pick<'_> {
         let r = self.router;
         let k = r.cursor.fetch_add(1, Relaxed);
         let pick = |pool: &Pool| match r.balance {
-            Balance::Weighted => pool.schedule.pick(k, |m| self.new_ok(pool.members[m])).map(|m| pool.members[m]),
+            Balance::Weighted => pool
+                .schedule
+                .pick(k, |m| self.new_ok(pool.members[m]))
+                .map(|m| pool.members[m]),
             Balance::LeastInflight => self.least_inflight(pool, k),
         };
         match pick(&r.primaries).or_else(|| pick(&r.backups)) {

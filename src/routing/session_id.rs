@@ -47,8 +47,14 @@ fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
 }
 
 fn trim(s: &[u8]) -> &[u8] {
-    let start = s.iter().position(|b| !matches!(b, b' ' | b'\t')).unwrap_or(s.len());
-    let end = s.iter().rposition(|b| !matches!(b, b' ' | b'\t')).map_or(start, |e| e + 1);
+    let start = s
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t'))
+        .unwrap_or(s.len());
+    let end = s
+        .iter()
+        .rposition(|b| !matches!(b, b' ' | b'\t'))
+        .map_or(start, |e| e + 1);
     &s[start..end.max(start)]
 }
 
@@ -73,7 +79,10 @@ mod tests {
             ("/app;jsessionid=ABC.n1/more", Some("ABC.n1")),
             ("/app;jsessionid=ABC.n1#frag", Some("ABC.n1")),
             ("/a;x=1;jsessionid=S.n2/b", Some("S.n2")),
-            ("/a;jsessionid=FIRST.n1/b;jsessionid=SECOND.n2", Some("FIRST.n1")),
+            (
+                "/a;jsessionid=FIRST.n1/b;jsessionid=SECOND.n2",
+                Some("FIRST.n1"),
+            ),
             ("/app;jsessionid=", None),
             ("/app;jsessionid=;x", None),
             ("/app;JSESSIONID=ABC.n1", None),

@@ -81,7 +81,9 @@ impl Schedule {
 
     /// The first member from step `k` on (at most one period) that `ok` accepts.
     pub fn pick(&self, k: u64, mut ok: impl FnMut(usize) -> bool) -> Option<usize> {
-        (0..self.period()).map(|i| self.at(k.wrapping_add(i))).find(|&m| ok(m))
+        (0..self.period())
+            .map(|i| self.at(k.wrapping_add(i)))
+            .find(|&m| ok(m))
     }
 }
 

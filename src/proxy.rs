@@ -1,0 +1,214 @@
+//! Glue between Pingora's `ProxyHttp` phases and tether's pure routing.
+//!
+//! `request_filter` makes the decision (so a refusal can be answered with a body);
+//! `upstream_peer` turns it into a peer and, on retries, asks the router again with the
+//! servers already tried; `fail_to_connect` marks the server down and allows the retry.
+
+mod ctx;
+mod forwarded;
+mod respond;
+
+pub use ctx::RequestCtx;
+
+use crate::routing::{now_ms, Decision, Reject};
+use crate::snapshot::SharedSnapshot;
+use async_trait::async_trait;
+use log::{info, warn};
+use pingora_core::upstreams::peer::HttpPeer;
+use pingora_core::Result;
+use pingora_error::{Error, ErrorType};
+use pingora_http::{RequestHeader, ResponseHeader};
+use pingora_proxy::{FailToProxy, ProxyHttp, Session};
+
+/// The proxy service of one listener.
+pub struct TetherProxy {
+    snapshot: SharedSnapshot,
+    listener: usize,
+}
+
+impl TetherProxy {
+    pub fn new(snapshot: SharedSnapshot, listener: usize) -> Self {
+        TetherProxy { snapshot, listener }
+    }
+}
+
+fn decide(session: &Session, ctx: &RequestCtx) -> Decision {
+    let Some(router) = &ctx.router else {
+        return Decision::Reject(Reject::NoServer);
+    };
+    let req = session.req_header();
+    router.decide(req.raw_path(), &req.headers, &ctx.tried, now_ms())
+}
+
+#[async_trait]
+impl ProxyHttp for TetherProxy {
+    type CTX = RequestCtx;
+
+    fn new_ctx(&self) -> RequestCtx {
+        RequestCtx::default()
+    }
+
+    async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+        ctx.router = Some(self.snapshot.load().router_for(self.listener).clone());
+        match decide(session, ctx) {
+            Decision::Reject(reason) => {
+                ctx.rejected = Some(reason);
+                respond::plain(session, 503, reason.body()).await?;
+                Ok(true)
+            }
+            d => {
+                ctx.first = Some(d);
+                Ok(false)
+            }
+        }
+    }
+
+    async fn upstream_peer(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<Box<HttpPeer>> {
+        let decision = match (ctx.first.take(), ctx.retry_same, ctx.server) {
+            (Some(first), ..) => first,
+            (None, true, Some(server)) => {
+                ctx.retry_same = false;
+                Decision::Route {
+                    server,
+                    outcome: ctx.outcome.unwrap_or(crate::routing::Outcome::NewSession),
+                }
+            }
+            _ => decide(session, ctx),
+        };
+        let (server, outcome) = match decision {
+            Decision::Route { server, outcome } => (server, outcome),
+            Decision::Reject(reason) => {
+                ctx.rejected = Some(reason);
+                return Err(Error::explain(ErrorType::HTTPStatus(503), reason.body()));
+            }
+        };
+        ctx.release();
+        let router = ctx.router.as_ref().expect("set in request_filter");
+        let slot = &router.servers()[server];
+        slot.live.start();
+        ctx.tried.push(server);
+        ctx.server = Some(server);
+        ctx.outcome = Some(outcome);
+        let mut peer = HttpPeer::new(slot.config.address, false, String::new());
+        let timeouts = router.timeouts();
+        peer.options.connection_timeout = Some(timeouts.connect);
+        peer.options.read_timeout = Some(timeouts.read);
+        peer.options.idle_timeout = Some(timeouts.idle);
+        Ok(Box::new(peer))
+    }
+
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        ctx: &mut RequestCtx,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
+        if let (Some(router), Some(i)) = (&ctx.router, ctx.server) {
+            let slot = &router.servers()[i];
+            if slot.live.mark_down(now_ms()) {
+                warn!(
+                    "cluster {} server {} ({}) marked down: {}",
+                    router.name, slot.config.name, slot.config.address, e
+                );
+            }
+            if ctx.tried.len() < router.max_attempts as usize {
+                e.set_retry(true);
+            }
+        }
+        e
+    }
+
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &mut Session,
+        e: Box<Error>,
+        _ctx: &mut RequestCtx,
+        client_reused: bool,
+    ) -> Box<Error> {
+        let mut e = e.more_context(format!("Peer: {peer}"));
+        if !session.req_header().method.is_idempotent() || session.as_ref().retry_buffer_truncated()
+        {
+            e.set_retry(false);
+        } else {
+            e.retry.decide_reuse(client_reused);
+        }
+        // A reused keep-alive connection that the server had closed says nothing about the
+        // server's health: retry on the same server.
+        _ctx.retry_same = e.retry();
+        e
+    }
+
+    async fn upstream_request_filter(
+        &self,
+        session: &mut Session,
+        upstream_request: &mut RequestHeader,
+        _ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let client = session
+            .client_addr()
+            .and_then(|a| a.as_inet())
+            .map(|a| a.ip());
+        forwarded::set_forwarded(upstream_request, client, false);
+        Ok(())
+    }
+
+    async fn upstream_response_filter(
+        &self,
+        _session: &mut Session,
+        _upstream_response: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        if let (Some(router), Some(i)) = (&ctx.router, ctx.server) {
+            let slot = &router.servers()[i];
+            if slot.live.mark_up() {
+                info!(
+                    "cluster {} server {} ({}) is answering again: marked up",
+                    router.name, slot.config.name, slot.config.address
+                );
+            }
+        }
+        Ok(())
+    }
+
+    async fn fail_to_proxy(
+        &self,
+        session: &mut Session,
+        e: &Error,
+        ctx: &mut RequestCtx,
+    ) -> FailToProxy {
+        let code = match e.etype() {
+            ErrorType::HTTPStatus(code) => *code,
+            _ => match e.esource() {
+                pingora_error::ErrorSource::Upstream => 502,
+                pingora_error::ErrorSource::Downstream => match e.etype() {
+                    ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed => 0,
+                    _ => 400,
+                },
+                _ => 500,
+            },
+        };
+        if code > 0 && session.response_written().is_none() {
+            let body = match ctx.rejected {
+                Some(reason) => reason.body(),
+                None => respond::error_body(code),
+            };
+            if let Err(err) = respond::plain(session, code, body).await {
+                warn!("failed to send error response: {err}");
+            }
+        }
+        FailToProxy {
+            error_code: code,
+            can_reuse_downstream: false,
+        }
+    }
+
+    async fn logging(&self, _session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
+        ctx.release();
+    }
+}

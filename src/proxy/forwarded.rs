@@ -1,0 +1,80 @@
+//! `X-Forwarded-For`, `-Proto` and `-Host` for the upstream request.
+
+use http::header::{HeaderName, HeaderValue, HOST};
+use pingora_http::RequestHeader;
+use std::io::Write;
+use std::net::IpAddr;
+
+static XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
+static XFP: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static XFH: HeaderName = HeaderName::from_static("x-forwarded-host");
+
+/// Adds the client to `X-Forwarded-For` (appending to what the client sent, like nginx's
+/// `$proxy_add_x_forwarded_for`) and sets `X-Forwarded-Proto` and `-Host` from this hop.
+pub fn set_forwarded(req: &mut RequestHeader, client: Option<IpAddr>, tls: bool) {
+    if let Some(ip) = client {
+        // An IPv6 address is at most 45 bytes; formatted on the stack, not the heap.
+        let mut buf = [0u8; 48];
+        let mut cursor = &mut buf[..];
+        let _ = write!(cursor, "{ip}");
+        let written = 48 - cursor.len();
+        let ip = &buf[..written];
+        let value = match req.headers.get(&XFF) {
+            Some(old) if !old.is_empty() => {
+                let mut joined = Vec::with_capacity(old.len() + 2 + ip.len());
+                joined.extend_from_slice(old.as_bytes());
+                joined.extend_from_slice(b", ");
+                joined.extend_from_slice(ip);
+                HeaderValue::from_bytes(&joined)
+            }
+            _ => HeaderValue::from_bytes(ip),
+        };
+        if let Ok(v) = value {
+            let _ = req.insert_header(XFF.clone(), v);
+        }
+    }
+    let proto = HeaderValue::from_static(if tls { "https" } else { "http" });
+    let _ = req.insert_header(XFP.clone(), proto);
+    if let Some(host) = req.headers.get(HOST).cloned() {
+        let _ = req.insert_header(XFH.clone(), host);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(req: &RequestHeader, name: &str) -> Option<String> {
+        req.headers
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_string())
+    }
+
+    #[test]
+    fn sets_and_appends() {
+        let mut req = RequestHeader::build("GET", b"/", None).unwrap();
+        req.insert_header("Host", "shop.example").unwrap();
+        set_forwarded(&mut req, Some("10.1.2.3".parse().unwrap()), false);
+        assert_eq!(header(&req, "x-forwarded-for").as_deref(), Some("10.1.2.3"));
+        assert_eq!(header(&req, "x-forwarded-proto").as_deref(), Some("http"));
+        assert_eq!(
+            header(&req, "x-forwarded-host").as_deref(),
+            Some("shop.example")
+        );
+
+        let mut req = RequestHeader::build("GET", b"/", None).unwrap();
+        req.insert_header("X-Forwarded-For", "192.0.2.1").unwrap();
+        req.insert_header("X-Forwarded-Proto", "https").unwrap();
+        set_forwarded(&mut req, Some("2001:db8::1".parse().unwrap()), false);
+        assert_eq!(
+            header(&req, "x-forwarded-for").as_deref(),
+            Some("192.0.2.1, 2001:db8::1")
+        );
+        assert_eq!(
+            header(&req, "x-forwarded-proto").as_deref(),
+            Some("http"),
+            "a client cannot claim https"
+        );
+        assert_eq!(header(&req, "x-forwarded-host"), None);
+    }
+}

@@ -1,0 +1,31 @@
+//! Short plain-text responses tether writes itself (503 on refusal, 502 on upstream errors).
+
+use bytes::Bytes;
+use pingora_core::Result;
+use pingora_http::ResponseHeader;
+use pingora_proxy::Session;
+
+/// Writes `status` with a `text/plain` body and closes the response.
+pub async fn plain(session: &mut Session, status: u16, body: &'static str) -> Result<()> {
+    let mut resp = ResponseHeader::build(status, Some(4))?;
+    resp.insert_header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")?;
+    resp.insert_header(http::header::CONTENT_LENGTH, body.len())?;
+    resp.insert_header(http::header::CACHE_CONTROL, "no-store")?;
+    session.write_response_header(Box::new(resp), false).await?;
+    session
+        .write_response_body(Some(Bytes::from_static(body.as_bytes())), true)
+        .await
+}
+
+/// The body tether sends with an error status it generates.
+pub fn error_body(status: u16) -> &'static str {
+    match status {
+        400 => "400 Bad Request\n",
+        413 => "413 Request Entity Too Large\n",
+        431 => "431 Request Header Fields Too Large\n",
+        502 => "502 Bad Gateway: the application server did not answer\n",
+        503 => "503 Service Unavailable: no server is available\n",
+        504 => "504 Gateway Timeout: the application server did not answer in time\n",
+        _ => "error\n",
+    }
+}

@@ -1,0 +1,58 @@
+//! Builds the Pingora server for a validated config: settings, listeners, proxy services.
+
+use crate::config::{Config, ServerSettings};
+use crate::proxy::TetherProxy;
+use crate::snapshot::{SharedSnapshot, Snapshot};
+use arc_swap::ArcSwap;
+use pingora_core::server::configuration::{Opt, ServerConf};
+use pingora_core::server::Server;
+use std::sync::Arc;
+
+/// Process-level switches from the command line (Pingora's own flags).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    /// `-u`: take the listening sockets over from a running instance.
+    pub upgrade: bool,
+    /// `-d`: run in the background.
+    pub daemon: bool,
+}
+
+/// Pingora's `ServerConf` from tether's `server:` section.
+pub fn server_conf(s: &ServerSettings) -> ServerConf {
+    let mut conf = ServerConf::default();
+    conf.threads = s.threads;
+    conf.work_stealing = s.work_stealing;
+    conf.grace_period_seconds = Some(s.grace_period_seconds);
+    conf.graceful_shutdown_timeout_seconds = Some(s.graceful_shutdown_timeout_seconds);
+    conf.pid_file = s.pid_file.clone();
+    conf.upgrade_sock = s.upgrade_sock.clone();
+    conf.error_log = s.error_log.clone();
+    conf.daemon = s.daemon;
+    conf.user = s.user.clone();
+    conf.group = s.group.clone();
+    conf.upstream_keepalive_pool_size = s.upstream_keepalive_pool_size;
+    conf
+}
+
+/// A Pingora server with one proxy service per listener, ready for `run_forever`.
+pub fn build_server(config: &Config, run: RunOptions) -> (Server, SharedSnapshot) {
+    let opt = Opt {
+        upgrade: run.upgrade,
+        daemon: run.daemon,
+        ..Opt::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(opt, server_conf(&config.server));
+    server.bootstrap();
+    let snapshot: SharedSnapshot = Arc::new(ArcSwap::from_pointee(Snapshot::build(config, None)));
+    for (i, listener) in config.listeners.iter().enumerate() {
+        let name = format!("tether listener {}", listener.name);
+        let mut service = pingora_proxy::http_proxy_service_with_name(
+            &server.configuration,
+            TetherProxy::new(snapshot.clone(), i),
+            &name,
+        );
+        service.add_tcp(&listener.address.to_string());
+        server.add_service(service);
+    }
+    (server, snapshot)
+}
