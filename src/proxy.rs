@@ -128,7 +128,7 @@ impl ProxyHttp for TetherProxy {
         peer: &HttpPeer,
         session: &mut Session,
         e: Box<Error>,
-        _ctx: &mut RequestCtx,
+        ctx: &mut RequestCtx,
         client_reused: bool,
     ) -> Box<Error> {
         let mut e = e.more_context(format!("Peer: {peer}"));
@@ -140,7 +140,7 @@ impl ProxyHttp for TetherProxy {
         }
         // A reused keep-alive connection that the server had closed says nothing about the
         // server's health: retry on the same server.
-        _ctx.retry_same = e.retry();
+        ctx.retry_same = e.retry();
         e
     }
 

@@ -19,19 +19,20 @@ pub struct RunOptions {
 
 /// Pingora's `ServerConf` from tether's `server:` section.
 pub fn server_conf(s: &ServerSettings) -> ServerConf {
-    let mut conf = ServerConf::default();
-    conf.threads = s.threads;
-    conf.work_stealing = s.work_stealing;
-    conf.grace_period_seconds = Some(s.grace_period_seconds);
-    conf.graceful_shutdown_timeout_seconds = Some(s.graceful_shutdown_timeout_seconds);
-    conf.pid_file = s.pid_file.clone();
-    conf.upgrade_sock = s.upgrade_sock.clone();
-    conf.error_log = s.error_log.clone();
-    conf.daemon = s.daemon;
-    conf.user = s.user.clone();
-    conf.group = s.group.clone();
-    conf.upstream_keepalive_pool_size = s.upstream_keepalive_pool_size;
-    conf
+    ServerConf {
+        threads: s.threads,
+        work_stealing: s.work_stealing,
+        grace_period_seconds: Some(s.grace_period_seconds),
+        graceful_shutdown_timeout_seconds: Some(s.graceful_shutdown_timeout_seconds),
+        pid_file: s.pid_file.clone(),
+        upgrade_sock: s.upgrade_sock.clone(),
+        error_log: s.error_log.clone(),
+        daemon: s.daemon,
+        user: s.user.clone(),
+        group: s.group.clone(),
+        upstream_keepalive_pool_size: s.upstream_keepalive_pool_size,
+        ..ServerConf::default()
+    }
 }
 
 /// A Pingora server with one proxy service per listener, ready for `run_forever`.

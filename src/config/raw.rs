@@ -24,7 +24,14 @@ pub struct RawConfig {
     pub server: RawServerSettings,
     pub state_dir: Option<String>,
     pub listeners: Vec<Option<RawListener>>,
-    pub clusters: Vec<Option<RawCluster>>,
+    pub clusters: Vec<RawClusterItem>,
+}
+
+/// A cluster and its servers, deserialised separately so that a bad cluster field does
+/// not hide the errors of its servers.
+pub struct RawClusterItem {
+    pub cluster: Option<RawCluster>,
+    pub servers: Vec<Option<RawServer>>,
 }
 
 /// Pingora's own settings (`server:`).
@@ -69,11 +76,6 @@ pub struct RawCluster {
     pub read_timeout: Option<String>,
     pub idle_timeout: Option<String>,
     pub websphere: Option<RawWebsphere>,
-    #[serde(default)]
-    pub servers: Value,
-    /// Filled from `servers` after the cluster itself deserialised.
-    #[serde(skip)]
-    pub parsed_servers: Vec<Option<RawServer>>,
 }
 
 #[derive(Deserialize)]
@@ -106,7 +108,9 @@ fn item<T: DeserializeOwned>(value: Value, path: &str, errors: &mut Vec<ConfigEr
             // Point unknown fields at the field itself, not at the item that holds it.
             let mut full = join(path, if inner == "." { "" } else { &inner });
             if let Some(name) = unknown_field(&message) {
-                full = join(&full, name);
+                if !full.ends_with(name) {
+                    full = join(&full, name);
+                }
                 message = message.replace(", expected one of", "; known fields:");
             }
             errors.push(ConfigError::new(full, message));
@@ -163,13 +167,7 @@ impl RawConfig {
             None | Some(Value::Null) => Some(RawServerSettings::default()),
             Some(v) => item(v, "server", errors),
         };
-        let mut clusters: Vec<Option<RawCluster>> = list(top.clusters, "clusters", errors);
-        for (i, cluster) in clusters.iter_mut().enumerate() {
-            if let Some(c) = cluster {
-                let servers = std::mem::take(&mut c.servers);
-                c.parsed_servers = list(Some(servers), &format!("clusters[{i}].servers"), errors);
-            }
-        }
+        let clusters = clusters(top.clusters, errors);
         RawConfig {
             server: server.unwrap_or_default(),
             state_dir: top.state_dir,
@@ -177,4 +175,29 @@ impl RawConfig {
             clusters,
         }
     }
+}
+
+/// Deserialises each cluster with its `servers` list taken out and checked on its own.
+fn clusters(value: Option<Value>, errors: &mut Vec<ConfigError>) -> Vec<RawClusterItem> {
+    let items = match value {
+        None | Some(Value::Null) => return Vec::new(),
+        Some(Value::Sequence(items)) => items,
+        Some(_) => {
+            errors.push(ConfigError::new("clusters", "must be a list"));
+            return Vec::new();
+        }
+    };
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut v)| {
+            let path = format!("clusters[{i}]");
+            let servers = v.as_mapping_mut().and_then(|m| m.remove("servers"));
+            let servers = list(servers, &format!("{path}.servers"), errors);
+            RawClusterItem {
+                cluster: item(v, &path, errors),
+                servers,
+            }
+        })
+        .collect()
 }

@@ -51,22 +51,27 @@ impl Check<'_> {
 pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
     let mut check = Check(errors);
     let server = server_settings(raw.server, &mut check);
-    let clusters_complete = raw.clusters.iter().all(Option::is_some);
+    let clusters_complete = raw.clusters.iter().all(|c| c.cluster.is_some());
     let mut clusters = Vec::new();
     let mut cluster_names = HashMap::new();
-    for (i, c) in raw.clusters.into_iter().enumerate() {
-        let Some(c) = c else { continue };
+    for (i, item) in raw.clusters.into_iter().enumerate() {
         let path = format!("clusters[{i}]");
+        let Some(c) = item.cluster else {
+            // The cluster's own fields are broken; its servers are still checked.
+            servers(&item.servers, SessionStyle::Tomcat, &path, &mut check);
+            continue;
+        };
+        let name_path = format!("{path}.name");
         check.unique(
             &mut cluster_names,
             c.name.clone(),
-            format!("{path}.name"),
+            name_path,
             "cluster name",
             &c.name,
         );
-        clusters.push(cluster(c, &path, &mut check));
+        clusters.push(cluster(c, &item.servers, &path, &mut check));
     }
-    if raw_is_empty(&clusters, clusters_complete) {
+    if clusters.is_empty() && clusters_complete {
         check.err("clusters", "at least one cluster is required");
     }
 
@@ -127,10 +132,6 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
     }
 }
 
-fn raw_is_empty(clusters: &[Cluster], complete: bool) -> bool {
-    clusters.is_empty() && complete
-}
-
 fn server_settings(raw: RawServerSettings, check: &mut Check) -> ServerSettings {
     let d = ServerSettings::default();
     let threads = raw.threads.unwrap_or(d.threads);
@@ -164,7 +165,12 @@ fn is_token(name: &str) -> bool {
             .all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b))
 }
 
-fn cluster(c: RawCluster, path: &str, check: &mut Check) -> Cluster {
+fn cluster(
+    c: RawCluster,
+    raw_servers: &[Option<RawServer>],
+    path: &str,
+    check: &mut Check,
+) -> Cluster {
     let session_style = c.session_style.unwrap_or(SessionStyle::Tomcat);
     let session_cookie = c.session_cookie.unwrap_or_else(|| "JSESSIONID".into());
     let session_path = c.session_path.unwrap_or_else(|| "jsessionid".into());
@@ -229,7 +235,7 @@ fn cluster(c: RawCluster, path: &str, check: &mut Check) -> Cluster {
         c.idle_timeout.as_deref(),
         Duration::from_secs(60),
     );
-    let servers = servers(&c.parsed_servers, session_style, path, check);
+    let servers = servers(raw_servers, session_style, path, check);
     Cluster {
         name: c.name,
         session_style,

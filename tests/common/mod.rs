@@ -1,0 +1,154 @@
+//! Test harness: simulated Tomcat servers and a real `tether` process on loopback.
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tether::sim::{HttpClient, TomcatSim};
+
+/// A running tether process; killed when dropped.
+pub struct Tether {
+    pub addr: SocketAddr,
+    pub dir: PathBuf,
+    child: Child,
+}
+
+/// A unique scratch directory for one test.
+pub fn scratch_dir(tag: &str) -> PathBuf {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("tether-test-{}-{tag}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A port that was free a moment ago (tether binds it itself).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn tether_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_tether")
+}
+
+/// One server line of a cluster: `{ name, address, ...extra }`.
+pub fn server_line(sim: &TomcatSim, extra: &str) -> String {
+    let sep = if extra.is_empty() { "" } else { ", " };
+    format!(
+        "      - {{ name: {}, address: \"{}\"{sep}{extra} }}\n",
+        sim.name(),
+        sim.addr()
+    )
+}
+
+impl Tether {
+    /// Starts tether with one listener in front of cluster `shop`, whose YAML body (after
+    /// `- name: shop\n`) is `cluster`. Retries on another port if the port was taken.
+    pub fn start(cluster: &str) -> Tether {
+        let dir = scratch_dir("tether");
+        for _ in 0..3 {
+            let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+            let yaml = format!(
+                "server:\n  threads: 2\n  grace_period_seconds: 0\n  graceful_shutdown_timeout_seconds: 1\n  \
+                 pid_file: {d}/tether.pid\n  upgrade_sock: {d}/upgrade.sock\n\
+                 listeners:\n  - {{ name: web, address: \"{addr}\", cluster: shop }}\n\
+                 clusters:\n  - name: shop\n{cluster}",
+                d = dir.display()
+            );
+            let conf = dir.join("tether.yaml");
+            std::fs::write(&conf, yaml).unwrap();
+            let log = std::fs::File::create(dir.join("tether.log")).unwrap();
+            let mut child = Command::new(tether_bin())
+                .arg("-c")
+                .arg(&conf)
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("start tether");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                if TcpStream::connect(addr).is_ok() {
+                    return Tether { addr, dir, child };
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("tether did not start; log: {}", self::log(&dir));
+    }
+
+    /// Is the process still running?
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    pub fn log(&self) -> String {
+        log(&self.dir)
+    }
+
+    pub fn client(&self) -> HttpClient {
+        HttpClient::new(self.addr)
+    }
+}
+
+fn log(dir: &std::path::Path) -> String {
+    std::fs::read_to_string(dir.join("tether.log")).unwrap_or_default()
+}
+
+impl Drop for Tether {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Starts simulated Tomcat servers named `tc1`, `tc2`, ... (jvmRoute = name).
+pub async fn tomcats(n: usize) -> Vec<TomcatSim> {
+    let mut sims = Vec::new();
+    for i in 1..=n {
+        let name = format!("tc{i}");
+        sims.push(TomcatSim::start(&name, &name).await.unwrap());
+    }
+    sims
+}
+
+/// A browser: a keep-alive connection and the session cookie it was given.
+pub struct Browser {
+    pub http: HttpClient,
+    pub cookie: Option<String>,
+}
+
+impl Browser {
+    pub fn new(t: &Tether) -> Browser {
+        Browser {
+            http: t.client(),
+            cookie: None,
+        }
+    }
+
+    /// GET `path` with the session cookie; returns (status, server that answered).
+    pub async fn get(&mut self, path: &str) -> (u16, String) {
+        let cookie = self.cookie.as_ref().map(|c| format!("JSESSIONID={c}"));
+        let headers: Vec<(&str, &str)> = cookie.iter().map(|c| ("Cookie", c.as_str())).collect();
+        let resp = self.http.get(path, &headers).await.expect("request");
+        if let Some(c) = resp.set_cookie("JSESSIONID") {
+            self.cookie = Some(c);
+        }
+        (
+            resp.status,
+            resp.header("x-server").unwrap_or("").to_string(),
+        )
+    }
+}

@@ -1,0 +1,277 @@
+//! Config validation: `tether -t`, one test per kind of mistake, and the example file.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
+use tether::config::*;
+
+const GOOD: &str = "\
+listeners:
+  - { name: web, address: 127.0.0.1:8080, cluster: shop }
+clusters:
+  - name: shop
+    servers:
+      - { name: n1, address: 127.0.0.1:8081 }
+      - { name: n2, address: 127.0.0.1:8082 }
+";
+
+/// Parses `yaml`, expecting errors; returns them.
+fn errors(yaml: &str) -> ConfigErrors {
+    parse(yaml, "test.yaml").expect_err("config should be rejected")
+}
+
+/// The single error at `path`, with its message containing `needle`, at `line`.
+fn assert_error(yaml: &str, path: &str, needle: &str, line: usize) {
+    let e = errors(yaml);
+    let found = e
+        .errors
+        .iter()
+        .find(|x| x.path == path && x.message.contains(needle));
+    let found = found.unwrap_or_else(|| panic!("no `{needle}` at {path} in:\n{e}"));
+    assert_eq!(
+        found.position.map(|p| p.0),
+        Some(line),
+        "line of {path}:\n{e}"
+    );
+}
+
+#[test]
+fn each_kind_of_mistake_is_named_with_its_line() {
+    let cases: &[(&str, String, &str, &str, usize)] = &[
+        (
+            "yaml syntax",
+            GOOD.replace("servers:", "servers: [\n"),
+            "",
+            "YAML syntax error",
+            7,
+        ),
+        (
+            "unknown field",
+            GOOD.replace("{ name: n1,", "{ name: n1, wieght: 2,"),
+            "clusters[0].servers[0].wieght",
+            "unknown field",
+            6,
+        ),
+        (
+            "missing field",
+            GOOD.replace("{ name: n2, address: 127.0.0.1:8082 }", "{ name: n2 }"),
+            "clusters[0].servers[1]",
+            "missing field `address`",
+            7,
+        ),
+        (
+            "duplicate cluster",
+            format!(
+                "{GOOD}  - name: shop\n    servers:\n      - {{ name: x, address: 127.0.0.1:9 }}\n"
+            ),
+            "clusters[1].name",
+            "duplicate cluster name",
+            8,
+        ),
+        (
+            "duplicate server",
+            GOOD.replace("name: n2", "name: n1"),
+            "clusters[0].servers[1].name",
+            "duplicate server name",
+            7,
+        ),
+        (
+            "duplicate route",
+            GOOD.replace("{ name: n2,", "{ name: n2, route: n1,"),
+            "clusters[0].servers[1].route",
+            "duplicate route",
+            7,
+        ),
+        (
+            "duplicate clone id",
+            GOOD.replace("{ name: n1,", "{ name: n1, clone_id: c1,")
+                .replace("{ name: n2,", "{ name: n2, clone_id: c1,"),
+            "clusters[0].servers[1].clone_id",
+            "duplicate clone id",
+            7,
+        ),
+        (
+            "unknown redirect",
+            GOOD.replace("{ name: n1,", "{ name: n1, redirect: n9,"),
+            "clusters[0].servers[0].redirect",
+            "unknown server `n9`",
+            6,
+        ),
+        (
+            "bad address",
+            GOOD.replace("127.0.0.1:8082", "127.0.0.1:http"),
+            "clusters[0].servers[1].address",
+            "not a host:port",
+            7,
+        ),
+        (
+            "weight 0",
+            GOOD.replace("{ name: n1,", "{ name: n1, weight: 0,"),
+            "clusters[0].servers[0].weight",
+            "between 1 and",
+            6,
+        ),
+        (
+            "unknown session style",
+            GOOD.replace("    servers:", "    session_style: jboss\n    servers:"),
+            "clusters[0].session_style",
+            "unknown variant `jboss`",
+            5,
+        ),
+        (
+            "two listeners on one address",
+            GOOD.replace(
+                "cluster: shop }",
+                "cluster: shop }\n  - { name: api, address: 127.0.0.1:8080, cluster: shop }",
+            ),
+            "listeners[1].address",
+            "duplicate listener address",
+            3,
+        ),
+        (
+            "unknown cluster",
+            GOOD.replace("cluster: shop", "cluster: shoe"),
+            "listeners[0].cluster",
+            "unknown cluster",
+            2,
+        ),
+        (
+            "bad duration",
+            GOOD.replace("    servers:", "    recover_after: soon\n    servers:"),
+            "clusters[0].recover_after",
+            "not a duration",
+            5,
+        ),
+        (
+            "websphere without clone ids",
+            GOOD.replace("    servers:", "    session_style: websphere\n    servers:"),
+            "clusters[0].servers[0].clone_id",
+            "required",
+            7,
+        ),
+    ];
+    for (what, yaml, path, needle, line) in cases {
+        eprintln!("case: {what}");
+        assert_error(yaml, path, needle, *line);
+    }
+}
+
+#[test]
+fn all_errors_are_reported_together() {
+    let yaml = GOOD
+        .replace("{ name: n1,", "{ name: n1, weight: 0,")
+        .replace("127.0.0.1:8082", "nonsense")
+        .replace("cluster: shop", "cluster: shoe");
+    let e = errors(&yaml);
+    assert_eq!(e.errors.len(), 3, "{e}");
+    assert!(e.has("clusters[0].servers[0].weight", "between"));
+    assert!(e.has("clusters[0].servers[1].address", "nonsense"));
+    assert!(e.has("listeners[0].cluster", "shoe"));
+}
+
+#[test]
+fn tether_t_checks_a_file_and_exits_non_zero_on_error() {
+    let dir = common::scratch_dir("check");
+    let good = dir.join("good.yaml");
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&good, GOOD).unwrap();
+    std::fs::write(
+        &bad,
+        GOOD.replace("name: n2", "name: n1")
+            .replace("cluster: shop", "cluster: x"),
+    )
+    .unwrap();
+    let run = |path: &std::path::Path| {
+        Command::new(common::tether_bin())
+            .arg("-t")
+            .arg("-c")
+            .arg(path)
+            .output()
+            .unwrap()
+    };
+    let ok = run(&good);
+    assert!(ok.status.success());
+    let out = run(&bad);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("bad.yaml: 3 errors"), "{stderr}");
+    assert!(stderr.contains("bad.yaml:7:"), "{stderr}");
+    assert!(
+        stderr.contains("listeners[0].cluster: unknown cluster `x`"),
+        "{stderr}"
+    );
+    let missing = run(&dir.join("nope.yaml"));
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot read file"));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn the_example_config_parses_to_what_it_documents() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/conf/tether.yaml");
+    let config = load(std::path::Path::new(path)).unwrap_or_else(|e| panic!("{e}"));
+    let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+    let server = |name: &str, port: u16, weight: u32| Server {
+        name: name.into(),
+        address: addr(&format!("127.0.0.1:{port}")),
+        route: name.into(),
+        clone_id: None,
+        weight,
+        domain: None,
+        redirect: None,
+        backup: false,
+        state: ServerState::Active,
+    };
+    let expected = Config {
+        server: ServerSettings {
+            pid_file: "/tmp/tether.pid".into(),
+            upgrade_sock: "/tmp/tether_upgrade.sock".into(),
+            ..ServerSettings::default()
+        },
+        state_dir: Some("/tmp/tether-state".into()),
+        listeners: vec![Listener {
+            name: "web".into(),
+            address: addr("127.0.0.1:8080"),
+            cluster: 0,
+        }],
+        clusters: vec![Cluster {
+            name: "shop".into(),
+            session_style: SessionStyle::Tomcat,
+            session_cookie: "JSESSIONID".into(),
+            session_path: "jsessionid".into(),
+            session_header: None,
+            sticky: true,
+            sticky_force: false,
+            max_attempts: 3,
+            balance: Balance::Weighted,
+            recover_after: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(3),
+            read_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
+            clone_separator: b':',
+            servers: vec![
+                server("n1", 8081, 1),
+                Server {
+                    domain: Some("rack1".into()),
+                    ..server("n2", 8082, 2)
+                },
+                Server {
+                    domain: Some("rack1".into()),
+                    ..server("n3", 8083, 2)
+                },
+                Server {
+                    redirect: Some(0),
+                    backup: true,
+                    ..server("n4", 8084, 1)
+                },
+                Server {
+                    state: ServerState::Draining,
+                    ..server("n5", 8085, 1)
+                },
+            ],
+        }],
+    };
+    assert_eq!(config, expected);
+}
