@@ -1,0 +1,70 @@
+//! `tether demo` runs its scenario end to end and keeps serving.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_shows_weights_stickiness_and_failover_then_keeps_serving() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(common::tether_bin())
+        .args(["demo", "--listen", &format!("127.0.0.1:{port}")])
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let lines = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            let line = line.unwrap();
+            let done = line.contains("tether keeps serving");
+            out.push(line);
+            if done {
+                break;
+            }
+        }
+        out
+    })
+    .join()
+    .unwrap();
+    let text = lines.join("\n");
+    let value = |label: &str| {
+        lines
+            .iter()
+            .find(|l| l.trim_start().starts_with(label))
+            .map(|l| l.split_whitespace().last().unwrap_or("").to_string())
+            .unwrap_or_else(|| panic!("no `{label}` in:\n{text}"))
+    };
+    assert_eq!(
+        value("requests answered by the session's server"),
+        "200/200",
+        "{text}"
+    );
+    assert_eq!(value("client errors"), "0", "{text}");
+    for (server, expected) in [("tc1", "10"), ("tc2", "10"), ("tc3", "20")] {
+        let row = lines
+            .iter()
+            .find(|l| l.trim_start().starts_with(server))
+            .unwrap();
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols[2], expected, "new sessions of {server}:\n{text}");
+    }
+    let back: u32 = value("new sessions on tc3").parse().unwrap();
+    assert!(back > 0, "tc3 came back:\n{text}");
+
+    let mut c = tether::sim::HttpClient::new(([127, 0, 0, 1], port).into());
+    assert_eq!(
+        c.get("/", &[]).await.unwrap().status,
+        200,
+        "still serving after the scenario"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
