@@ -7,15 +7,20 @@
 mod clock;
 mod decision;
 mod live;
+mod partitions;
 mod ring;
 mod router;
 mod session_id;
 mod tried;
 mod wrr;
+mod wspt;
 
 pub use clock::now_ms;
 pub use decision::{Decision, Outcome, Reject};
 pub use live::{Health, ServerLive};
+pub use partitions::{clone_tag, partition_key, Insert, PartitionTable};
+pub use router::learn::Learned;
 pub use router::{ClusterRouter, ServerSlot, Timeouts};
 pub use session_id::{cookie_values, path_parameter, MAX_SESSION_ID_LEN};
 pub use tried::Tried;
+pub use wspt::{WsptError, MAX_WSPT_ENTRIES, MAX_WSPT_LEN};

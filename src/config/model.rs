@@ -9,6 +9,9 @@ use std::time::Duration;
 pub const MAX_ATTEMPTS_LIMIT: u32 = 16;
 /// Largest `weight` a server may have.
 pub const MAX_WEIGHT: u32 = 1000;
+/// Default and largest `websphere.partition_table_max`.
+pub const DEFAULT_PARTITION_TABLE_MAX: usize = 100_000;
+pub const PARTITION_TABLE_MAX_LIMIT: usize = 10_000_000;
 
 /// A whole, valid tether configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -114,6 +117,10 @@ pub struct Cluster {
     pub idle_timeout: Duration,
     /// Separator of the clone list in WebSphere session ids (`:`, or `+` with CloneSeparatorChange).
     pub clone_separator: u8,
+    /// WebSphere: set the plug-in's `$WSRA`, `$WSRH`, `$WSSC`, `$WSSN`, `$WSSP`, `$WSIS`.
+    pub private_headers: bool,
+    /// WebSphere: most partitions the partition table holds.
+    pub partition_table_max: usize,
     pub servers: Vec<Server>,
 }
 

@@ -82,6 +82,8 @@ pub struct RawCluster {
 #[serde(deny_unknown_fields)]
 pub struct RawWebsphere {
     pub clone_separator: Option<String>,
+    pub private_headers: Option<bool>,
+    pub partition_table_max: Option<usize>,
 }
 
 #[derive(Deserialize)]

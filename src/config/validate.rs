@@ -200,11 +200,17 @@ fn cluster(
             format!("must be between 1 and {MAX_ATTEMPTS_LIMIT}"),
         );
     }
-    let clone_separator = match c
-        .websphere
-        .as_ref()
-        .and_then(|w| w.clone_separator.as_deref())
-    {
+    let websphere = c.websphere.as_ref();
+    let partition_table_max = websphere
+        .and_then(|w| w.partition_table_max)
+        .unwrap_or(DEFAULT_PARTITION_TABLE_MAX);
+    if !(1..=PARTITION_TABLE_MAX_LIMIT).contains(&partition_table_max) {
+        check.err(
+            format!("{path}.websphere.partition_table_max"),
+            format!("must be between 1 and {PARTITION_TABLE_MAX_LIMIT}"),
+        );
+    }
+    let clone_separator = match websphere.and_then(|w| w.clone_separator.as_deref()) {
         None => b':',
         Some(s) if s.len() == 1 && matches!(s.as_bytes()[0], b':' | b'+') => s.as_bytes()[0],
         Some(s) => {
@@ -251,6 +257,8 @@ fn cluster(
         read_timeout,
         idle_timeout,
         clone_separator,
+        private_headers: websphere.and_then(|w| w.private_headers).unwrap_or(false),
+        partition_table_max,
         servers,
     }
 }
@@ -268,6 +276,7 @@ fn servers(
     let mut names = HashMap::new();
     let mut routes = HashMap::new();
     let mut clones = HashMap::new();
+    let mut clone_tags: HashMap<u32, String> = HashMap::new();
     let mut addrs = HashMap::new();
     let mut out = Vec::new();
     let mut redirects = Vec::new();
@@ -302,6 +311,7 @@ fn servers(
                     format!("`{clone}` is not a usable clone id"),
                 );
             }
+            let fresh = !clones.contains_key(clone);
             check.unique(
                 &mut clones,
                 clone.clone(),
@@ -309,6 +319,17 @@ fn servers(
                 "clone id",
                 clone,
             );
+            // The partition table stores 32-bit tags of clone ids; two must not collide.
+            let tag = crate::routing::clone_tag(clone.as_bytes());
+            match clone_tags.insert(tag, clone.clone()) {
+                Some(other) if fresh => check.err(
+                    format!("{p}.clone_id"),
+                    format!(
+                        "`{clone}` and `{other}` hash alike in the partition table; rename one"
+                    ),
+                ),
+                _ => {}
+            }
         } else if style == SessionStyle::Websphere {
             check.err(format!("{p}.clone_id"), "required for a websphere cluster");
         }

@@ -1,15 +1,20 @@
 //! One cluster's router: its servers with live state, indexes built once, and `decide`.
 
-use super::decision::{Decision, Outcome, Reject};
+pub mod learn;
+mod pick;
+
+use super::decision::Decision;
 use super::live::ServerLive;
+use super::partitions::{clone_tag, PartitionTable};
 use super::ring::Ring;
-use super::session_id::{cookie_values, path_parameter, MAX_SESSION_ID_LEN};
+use super::session_id::{cookie_values, path_parameter};
 use super::tried::Tried;
 use super::wrr::Schedule;
-use crate::config::{Balance, Cluster, Server, ServerState, SessionStyle};
+use crate::config::{Balance, Cluster, Server, SessionStyle};
 use http::header::{HeaderMap, HeaderName, COOKIE};
+use pick::Pick;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,6 +73,11 @@ pub struct ClusterRouter {
     servers: Box<[ServerSlot]>,
     routes: HashMap<Box<[u8]>, usize>,
     clones: HashMap<Box<[u8]>, usize>,
+    /// Clone tag (as the partition table stores it) → server index.
+    clone_tags: HashMap<u32, usize>,
+    /// WebSphere clusters only; shared with the previous router across reloads.
+    partitions: Option<Arc<PartitionTable>>,
+    private_headers: bool,
     domains: HashMap<Box<[u8]>, ()>,
     primaries: Pool,
     backups: Pool,
@@ -97,6 +107,13 @@ impl ClusterRouter {
                 .collect::<HashMap<Box<[u8]>, usize>>()
         };
         let routes = index(|s| Some(&s.route));
+        let clone_tags = clones_by_tag(&servers);
+        let partitions = (cfg.session_style == SessionStyle::Websphere).then(|| {
+            match previous.and_then(|p| p.partitions.clone()) {
+                Some(table) if table.max() == cfg.partition_table_max => table,
+                _ => Arc::new(PartitionTable::new(cfg.partition_table_max)),
+            }
+        });
         let clones = index(|s| s.clone_id.as_deref());
         let domains = index(|s| s.domain.as_deref())
             .into_keys()
@@ -127,6 +144,9 @@ impl ClusterRouter {
             servers,
             routes,
             clones,
+            clone_tags,
+            partitions,
+            private_headers: cfg.private_headers,
             domains,
             cursor: AtomicU64::new(0),
         }
@@ -138,6 +158,21 @@ impl ClusterRouter {
 
     pub fn timeouts(&self) -> Timeouts {
         self.timeouts
+    }
+
+    /// Is this a WebSphere cluster (partition table, `$WSFO`)?
+    pub fn is_websphere(&self) -> bool {
+        self.style == SessionStyle::Websphere
+    }
+
+    /// Should requests carry the WebSphere plug-in's private headers?
+    pub fn private_headers(&self) -> bool {
+        self.private_headers
+    }
+
+    /// The partition table (WebSphere clusters only).
+    pub fn partitions(&self) -> Option<&Arc<PartitionTable>> {
+        self.partitions.as_ref()
     }
 
     /// Chooses the server for a request whose raw path (with query) is `path`.
@@ -177,193 +212,12 @@ impl ClusterRouter {
     }
 }
 
-/// One decision's view: the router, the servers to avoid, and the time.
-struct Pick<'a> {
-    router: &'a ClusterRouter,
-    tried: &'a Tried,
-    now: u64,
-}
-
-impl Pick<'_> {
-    fn slot(&self, i: usize) -> &ServerSlot {
-        &self.router.servers[i]
-    }
-
-    /// May `i` take a request of its own session? (active or draining, and up)
-    fn sticky_ok(&self, i: usize) -> bool {
-        let live = &self.slot(i).live;
-        !self.tried.contains(i)
-            && live.state() != ServerState::Stopped
-            && live.available(self.now, self.router.recover_after_ms)
-    }
-
-    /// May `i` take a new session? (active and up)
-    fn new_ok(&self, i: usize) -> bool {
-        let live = &self.slot(i).live;
-        !self.tried.contains(i)
-            && live.state() == ServerState::Active
-            && live.available(self.now, self.router.recover_after_ms)
-    }
-
-    /// Like [`Self::new_ok`] but without claiming a recovery probe.
-    fn could_take_new(&self, i: usize) -> bool {
-        let live = &self.slot(i).live;
-        !self.tried.contains(i)
-            && live.state() == ServerState::Active
-            && live.could_take(self.now, self.router.recover_after_ms)
-    }
-
-    /// The decision for one session id candidate; remembers the first one that named no
-    /// server, for the consistent-hash fallback.
-    fn consider<'s>(&self, sid: &'s [u8], orphan: &mut Option<&'s [u8]>) -> Option<Decision> {
-        if sid.len() > MAX_SESSION_ID_LEN {
-            return None;
-        }
-        let decision = self.by_session(sid);
-        if decision.is_none() && orphan.is_none() {
-            *orphan = Some(sid);
-        }
-        decision
-    }
-
-    /// The decision for a session id, or `None` when its token names no server.
-    fn by_session(&self, sid: &[u8]) -> Option<Decision> {
-        let r = self.router;
-        match r.style {
-            SessionStyle::Tomcat => {
-                let token = &sid[sid.iter().position(|&b| b == b'.')? + 1..];
-                if let Some(&i) = r.routes.get(token) {
-                    return Some(self.sticky_target(i, sid, Outcome::RouteHit));
-                }
-                let domain = &token[..token.iter().position(|&b| b == b'.')?];
-                r.domains
-                    .contains_key(domain)
-                    .then(|| self.domain_target(domain, sid))
-            }
-            SessionStyle::Websphere => {
-                let sep = r.clone_separator;
-                let clones = &sid[sid.iter().position(|&b| b == sep)? + 1..];
-                clones
-                    .split(|&b| b == sep)
-                    .find_map(|token| r.clones.get(token))
-                    .map(|&i| self.sticky_target(i, sid, Outcome::RouteHit))
-            }
-        }
-    }
-
-    /// The session names server `i`: use it, or fail over (or refuse, with `sticky_force`).
-    fn sticky_target(&self, i: usize, sid: &[u8], outcome: Outcome) -> Decision {
-        if self.sticky_ok(i) {
-            return Decision::Route { server: i, outcome };
-        }
-        if self.router.sticky_force {
-            return Decision::Reject(Reject::StickyForce);
-        }
-        self.failover(i, sid)
-    }
-
-    /// The session names a mod_jk domain: any server of it, chosen by hash.
-    fn domain_target(&self, domain: &[u8], sid: &[u8]) -> Decision {
-        let in_domain =
-            |i: usize| self.slot(i).config.domain.as_deref().map(str::as_bytes) == Some(domain);
-        let ok = |i: usize| in_domain(i) && self.sticky_ok(i);
-        let peek = |i: usize| in_domain(i) && self.could_take_new(i);
-        match self.hash_pick(sid, ok, peek) {
-            Some(server) => Decision::Route {
-                server,
-                outcome: Outcome::DomainHit,
-            },
-            None if self.router.sticky_force => Decision::Reject(Reject::StickyForce),
-            None => self.rebalance(sid, Outcome::Failover),
-        }
-    }
-
-    /// Server `i` cannot take its session: its `redirect`, else its domain, else the hash.
-    fn failover(&self, i: usize, sid: &[u8]) -> Decision {
-        let cfg = &self.slot(i).config;
-        if let Some(r) = cfg.redirect.filter(|&r| self.new_ok(r)) {
-            return Decision::Route {
-                server: r,
-                outcome: Outcome::Failover,
-            };
-        }
-        if let Some(domain) = cfg.domain.as_deref() {
-            let same = |j: usize| self.slot(j).config.domain.as_deref() == Some(domain);
-            let ok = |j: usize| same(j) && self.new_ok(j);
-            let peek = |j: usize| same(j) && self.could_take_new(j);
-            if let Some(server) = self.hash_pick(sid, ok, peek) {
-                return Decision::Route {
-                    server,
-                    outcome: Outcome::Failover,
-                };
-            }
-        }
-        self.rebalance(sid, Outcome::Failover)
-    }
-
-    /// A session whose token names no server: consistent hash over servers taking new work.
-    fn hash_fallback(&self, sid: &[u8]) -> Decision {
-        self.rebalance(sid, Outcome::HashFallback)
-    }
-
-    fn rebalance(&self, sid: &[u8], outcome: Outcome) -> Decision {
-        match self.hash_pick(sid, |i| self.new_ok(i), |i| self.could_take_new(i)) {
-            Some(server) => Decision::Route { server, outcome },
-            None => Decision::Reject(Reject::NoServer),
-        }
-    }
-
-    /// Consistent hash over primaries, then over backups.
-    fn hash_pick(
-        &self,
-        sid: &[u8],
-        ok: impl Fn(usize) -> bool,
-        peek: impl Fn(usize) -> bool,
-    ) -> Option<usize> {
-        let r = self.router;
-        r.primaries
-            .ring
-            .pick(sid, &ok, &peek)
-            .or_else(|| r.backups.ring.pick(sid, &ok, &peek))
-    }
-
-    /// No session: balance among active, up primaries; backups when none can.
-    fn new_session(&self) -> Decision {
-        let r = self.router;
-        let k = r.cursor.fetch_add(1, Relaxed);
-        let pick = |pool: &Pool| match r.balance {
-            Balance::Weighted => pool
-                .schedule
-                .pick(k, |m| self.new_ok(pool.members[m]))
-                .map(|m| pool.members[m]),
-            Balance::LeastInflight => self.least_inflight(pool, k),
-        };
-        match pick(&r.primaries).or_else(|| pick(&r.backups)) {
-            Some(server) => Decision::Route {
-                server,
-                outcome: Outcome::NewSession,
-            },
-            None => Decision::Reject(Reject::NoServer),
-        }
-    }
-
-    /// Fewest in-flight requests per unit of weight; ties go round robin from `k`.
-    fn least_inflight(&self, pool: &Pool, k: u64) -> Option<usize> {
-        let n = pool.members.len();
-        let mut best: Option<(usize, u64, u64)> = None;
-        for step in 0..n {
-            let i = pool.members[(k as usize).wrapping_add(step) % n];
-            if !self.could_take_new(i) {
-                continue;
-            }
-            let live = &self.slot(i).live;
-            let (load, weight) = (live.inflight(), live.weight().max(1) as u64);
-            if best.is_none_or(|(_, bl, bw)| load * bw < bl * weight) {
-                best = Some((i, load, weight));
-            }
-        }
-        best.map(|(i, ..)| i).filter(|&i| self.new_ok(i))
-    }
+fn clones_by_tag(servers: &[ServerSlot]) -> HashMap<u32, usize> {
+    servers
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| Some((clone_tag(s.config.clone_id.as_deref()?.as_bytes()), i)))
+        .collect()
 }
 
 #[cfg(test)]
