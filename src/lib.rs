@@ -2,6 +2,7 @@
 
 pub mod config;
 pub mod demo;
+pub mod persist;
 pub mod proxy;
 pub mod routing;
 pub mod service;

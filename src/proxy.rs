@@ -7,6 +7,7 @@
 mod ctx;
 mod forwarded;
 mod respond;
+mod websphere;
 
 pub use ctx::RequestCtx;
 
@@ -49,6 +50,8 @@ impl ProxyHttp for TetherProxy {
     }
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+        // WebSphere's private headers are never taken from a client (DESIGN section 3).
+        websphere::strip_request(session.req_header_mut());
         ctx.router = Some(self.snapshot.load().router_for(self.listener).clone());
         match decide(session, ctx) {
             Decision::Reject(reason) => {
@@ -148,24 +151,26 @@ impl ProxyHttp for TetherProxy {
         &self,
         session: &mut Session,
         upstream_request: &mut RequestHeader,
-        _ctx: &mut RequestCtx,
+        ctx: &mut RequestCtx,
     ) -> Result<()> {
-        let client = session
-            .client_addr()
-            .and_then(|a| a.as_inet())
-            .map(|a| a.ip());
-        forwarded::set_forwarded(upstream_request, client, false);
+        let client = session.client_addr().and_then(|a| a.as_inet()).copied();
+        forwarded::set_forwarded(upstream_request, client.map(|a| a.ip()), false);
+        if let Some(router) = ctx.router.as_ref().filter(|r| r.is_websphere()) {
+            let local = session.server_addr().and_then(|a| a.as_inet()).copied();
+            websphere::tag_request(router, upstream_request, ctx.outcome, client, local);
+        }
         Ok(())
     }
 
     async fn upstream_response_filter(
         &self,
         _session: &mut Session,
-        _upstream_response: &mut ResponseHeader,
+        upstream_response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         if let (Some(router), Some(i)) = (&ctx.router, ctx.server) {
             let slot = &router.servers()[i];
+            websphere::learn_and_strip(router, &slot.config.name, upstream_response);
             if slot.live.mark_up() {
                 info!(
                     "cluster {} server {} ({}) is answering again: marked up",

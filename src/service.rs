@@ -1,12 +1,18 @@
 //! Builds the Pingora server for a validated config: settings, listeners, proxy services.
 
 use crate::config::{Config, ServerSettings};
+use crate::persist::{self, Persister};
 use crate::proxy::TetherProxy;
 use crate::snapshot::{SharedSnapshot, Snapshot};
 use arc_swap::ArcSwap;
 use pingora_core::server::configuration::{Opt, ServerConf};
 use pingora_core::server::Server;
+use pingora_core::services::background::background_service;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How often changed partition tables are saved (and once more at shutdown).
+const PERSIST_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Process-level switches from the command line (Pingora's own flags).
 #[derive(Debug, Clone, Copy, Default)]
@@ -45,6 +51,11 @@ pub fn build_server(config: &Config, run: RunOptions) -> (Server, SharedSnapshot
     let mut server = Server::new_with_opt_and_conf(opt, server_conf(&config.server));
     server.bootstrap();
     let snapshot: SharedSnapshot = Arc::new(ArcSwap::from_pointee(Snapshot::build(config, None)));
+    if let Some(dir) = &config.state_dir {
+        persist::load_all(&snapshot, dir);
+        let persister = Persister::new(snapshot.clone(), dir.clone(), PERSIST_INTERVAL);
+        server.add_service(background_service("partition tables", persister));
+    }
     for (i, listener) in config.listeners.iter().enumerate() {
         let name = format!("tether listener {}", listener.name);
         let mut service = pingora_proxy::http_proxy_service_with_name(

@@ -251,6 +251,8 @@ fn the_example_config_parses_to_what_it_documents() {
             read_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(60),
             clone_separator: b':',
+            private_headers: false,
+            partition_table_max: DEFAULT_PARTITION_TABLE_MAX,
             servers: vec![
                 server("n1", 8081, 1),
                 Server {

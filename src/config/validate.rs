@@ -62,6 +62,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             continue;
         };
         let name_path = format!("{path}.name");
+        check_name(&mut check, name_path.clone(), &c.name);
         check.unique(
             &mut cluster_names,
             c.name.clone(),
@@ -81,6 +82,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
     for (i, l) in raw.listeners.iter().enumerate() {
         let Some(l) = l else { continue };
         let path = format!("listeners[{i}]");
+        check_name(&mut check, format!("{path}.name"), &l.name);
         check.unique(
             &mut listener_names,
             l.name.clone(),
@@ -154,6 +156,21 @@ fn server_settings(raw: RawServerSettings, check: &mut Check) -> ServerSettings 
         upstream_keepalive_pool_size: raw
             .upstream_keepalive_pool_size
             .unwrap_or(d.upstream_keepalive_pool_size),
+    }
+}
+
+/// Names of listeners, clusters and servers appear in file names, logs and metric labels.
+fn check_name(check: &mut Check, path: String, name: &str) {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if !ok {
+        check.err(
+            path,
+            format!("`{name}` must be 1-64 characters of A-Z a-z 0-9 _ - ."),
+        );
     }
 }
 
@@ -283,6 +300,7 @@ fn servers(
     for (i, s) in raw.iter().enumerate() {
         let Some(s) = s else { continue };
         let p = format!("{path}.servers[{i}]");
+        check_name(check, format!("{p}.name"), &s.name);
         check.unique(
             &mut names,
             s.name.clone(),

@@ -9,16 +9,21 @@ static XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
 static XFP: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static XFH: HeaderName = HeaderName::from_static("x-forwarded-host");
 
+/// Formats `value` (an address or a number) into `buf` without touching the heap.
+/// An IPv6 address is at most 45 bytes.
+pub fn write_on_stack(buf: &mut [u8; 48], value: impl std::fmt::Display) -> &[u8] {
+    let mut cursor = &mut buf[..];
+    let _ = write!(cursor, "{value}");
+    let written = 48 - cursor.len();
+    &buf[..written]
+}
+
 /// Adds the client to `X-Forwarded-For` (appending to what the client sent, like nginx's
 /// `$proxy_add_x_forwarded_for`) and sets `X-Forwarded-Proto` and `-Host` from this hop.
 pub fn set_forwarded(req: &mut RequestHeader, client: Option<IpAddr>, tls: bool) {
     if let Some(ip) = client {
-        // An IPv6 address is at most 45 bytes; formatted on the stack, not the heap.
         let mut buf = [0u8; 48];
-        let mut cursor = &mut buf[..];
-        let _ = write!(cursor, "{ip}");
-        let written = 48 - cursor.len();
-        let ip = &buf[..written];
+        let ip = write_on_stack(&mut buf, ip);
         let value = match req.headers.get(&XFF) {
             Some(old) if !old.is_empty() => {
                 let mut joined = Vec::with_capacity(old.len() + 2 + ip.len());

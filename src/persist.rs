@@ -1,0 +1,263 @@
+//! Keeps WebSphere partition tables across restarts, reloads and binary upgrades (PK48101).
+//!
+//! Each WebSphere cluster's table is saved to `<state_dir>/partitions-<cluster>.tsv`: a
+//! header line, then one `<partition key, 16 hex digits>\t<clone id>` line per entry. The
+//! file is written to a temporary name, synced and renamed, so a reader never sees half a
+//! table. A background task saves a table at most once per `interval` after it changed,
+//! and once more at shutdown. Loading a missing or corrupt file logs and changes nothing.
+
+use crate::routing::{clone_tag, ClusterRouter};
+use crate::snapshot::SharedSnapshot;
+use async_trait::async_trait;
+use log::{info, warn};
+use pingora_core::server::ShutdownWatch;
+use pingora_core::services::background::BackgroundService;
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+const HEADER: &str = "# tether partition table v1";
+
+/// The file that holds `cluster`'s table (cluster names are `[A-Za-z0-9._-]+`).
+pub fn table_path(state_dir: &Path, cluster: &str) -> PathBuf {
+    state_dir.join(format!("partitions-{cluster}.tsv"))
+}
+
+/// Writes `router`'s partition table atomically; returns the number of entries written.
+pub fn save(router: &ClusterRouter, path: &Path) -> io::Result<usize> {
+    let Some(table) = router.partitions() else {
+        return Ok(0);
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("tsv.tmp");
+    let mut out = io::BufWriter::new(std::fs::File::create(&tmp)?);
+    writeln!(out, "{HEADER}")?;
+    writeln!(out, "# cluster {}", router.name)?;
+    let mut n = 0;
+    for (key, tag) in table.entries() {
+        if let Some(clone) = router.clone_of_tag(tag) {
+            writeln!(out, "{key:016x}\t{clone}")?;
+            n += 1;
+        }
+    }
+    let file = out.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    Ok(n)
+}
+
+/// Why a saved table was not loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("no saved table")]
+    Missing,
+    #[error("cannot read: {0}")]
+    Io(#[from] io::Error),
+    #[error("corrupt at line {0}")]
+    Corrupt(usize),
+}
+
+/// Loads a saved table into `router`'s (empty or not) partition table. Entries of clones
+/// that are no longer configured are skipped. A corrupt file loads nothing.
+pub fn load(router: &ClusterRouter, path: &Path) -> Result<usize, LoadError> {
+    let Some(table) = router.partitions() else {
+        return Ok(0);
+    };
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(LoadError::Missing),
+        Err(e) => return Err(e.into()),
+    };
+    let mut lines = text.lines().enumerate();
+    if lines.next().map(|(_, l)| l) != Some(HEADER) {
+        return Err(LoadError::Corrupt(1));
+    }
+    let clones: HashMap<&str, u32> = router
+        .servers()
+        .iter()
+        .filter_map(|s| s.config.clone_id.as_deref())
+        .map(|c| (c, clone_tag(c.as_bytes())))
+        .collect();
+    // Parse everything before changing anything.
+    let mut entries = Vec::new();
+    for (i, line) in lines {
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let (key, clone) = line.split_once('\t').ok_or(LoadError::Corrupt(i + 1))?;
+        let key = u64::from_str_radix(key, 16).map_err(|_| LoadError::Corrupt(i + 1))?;
+        if key == 0 {
+            return Err(LoadError::Corrupt(i + 1));
+        }
+        if let Some(&tag) = clones.get(clone) {
+            entries.push((key, tag));
+        }
+    }
+    let n = entries.len();
+    for (key, tag) in entries {
+        table.insert_key(key, tag);
+    }
+    Ok(n)
+}
+
+/// Loads every WebSphere cluster's saved table; logs what happened.
+pub fn load_all(snapshot: &SharedSnapshot, state_dir: &Path) {
+    for router in snapshot.load().clusters.iter().filter(|r| r.is_websphere()) {
+        let path = table_path(state_dir, &router.name);
+        match load(router, &path) {
+            Ok(n) => info!(
+                "cluster {}: loaded {n} partitions from {}",
+                router.name,
+                path.display()
+            ),
+            Err(LoadError::Missing) => info!(
+                "cluster {}: no saved partition table at {}",
+                router.name,
+                path.display()
+            ),
+            Err(e) => warn!(
+                "cluster {}: ignoring saved partition table {}: {e}",
+                router.name,
+                path.display()
+            ),
+        }
+    }
+}
+
+/// Background task that saves changed tables.
+pub struct Persister {
+    snapshot: SharedSnapshot,
+    state_dir: PathBuf,
+    interval: Duration,
+    /// Table generation last saved, per cluster name.
+    saved: Mutex<HashMap<String, u64>>,
+}
+
+impl Persister {
+    pub fn new(snapshot: SharedSnapshot, state_dir: PathBuf, interval: Duration) -> Self {
+        Persister {
+            snapshot,
+            state_dir,
+            interval,
+            saved: Mutex::default(),
+        }
+    }
+
+    /// Saves every table that changed since its last save.
+    pub fn save_changed(&self) {
+        let snapshot = self.snapshot.load();
+        let mut saved = self.saved.lock().unwrap_or_else(|e| e.into_inner());
+        for router in snapshot.clusters.iter() {
+            let Some(table) = router.partitions() else {
+                continue;
+            };
+            let generation = table.generation();
+            if saved.get(&router.name) == Some(&generation) {
+                continue;
+            }
+            let path = table_path(&self.state_dir, &router.name);
+            match save(router, &path) {
+                Ok(_) => {
+                    saved.insert(router.name.clone(), generation);
+                }
+                Err(e) => warn!(
+                    "cluster {}: cannot save partition table to {}: {e}",
+                    router.name,
+                    path.display()
+                ),
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl BackgroundService for Persister {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let mut tick = tokio::time::interval(self.interval);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => self.save_changed(),
+                _ = shutdown.changed() => break,
+            }
+        }
+        self.save_changed();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config;
+
+    fn router(clones: &[&str]) -> ClusterRouter {
+        let mut yaml = String::from(
+            "listeners: [{ name: web, address: 127.0.0.1:1, cluster: was }]\n\
+             clusters:\n  - name: was\n    session_style: websphere\n    servers:\n",
+        );
+        for (i, c) in clones.iter().enumerate() {
+            yaml.push_str(&format!(
+                "      - {{ name: s{i}, address: 127.0.0.1:{}, clone_id: {c} }}\n",
+                9000 + i
+            ));
+        }
+        ClusterRouter::new(&config::parse(&yaml, "t").unwrap().clusters[0], None)
+    }
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("tether-persist-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn a_saved_table_loads_into_a_fresh_process() {
+        let d = dir("roundtrip");
+        let path = table_path(&d, "was");
+        let old = router(&["c1", "c2"]);
+        old.learn_wspt(b"7329011=c1, -184020=c2, 42=c2");
+        assert_eq!(save(&old, &path).unwrap(), 3);
+        assert!(
+            !path.with_extension("tsv.tmp").exists(),
+            "temp file renamed away"
+        );
+
+        let fresh = router(&["c1", "c2"]);
+        assert_eq!(load(&fresh, &path).unwrap(), 3);
+        assert_eq!(fresh.partition_owner(b"7329011"), Some("c1"));
+        assert_eq!(fresh.partition_owner(b"-184020"), Some("c2"));
+
+        // A clone removed from the config loses its entries; the rest load.
+        let smaller = router(&["c1"]);
+        assert_eq!(load(&smaller, &path).unwrap(), 1);
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn missing_or_corrupt_files_change_nothing() {
+        let d = dir("corrupt");
+        let path = table_path(&d, "was");
+        let r = router(&["c1"]);
+        assert!(matches!(load(&r, &path), Err(LoadError::Missing)));
+        std::fs::create_dir_all(&d).unwrap();
+        let cases = [
+            "not a table\n".to_string(),
+            format!("{HEADER}\n0000000000000001\tc1\nzzzz\tc1\n"),
+            format!("{HEADER}\n0000000000000001 c1\n"),
+            format!("{HEADER}\n0000000000000000\tc1\n"),
+            String::new(),
+        ];
+        for text in cases {
+            std::fs::write(&path, &text).unwrap();
+            assert!(
+                matches!(load(&r, &path), Err(LoadError::Corrupt(_))),
+                "{text:?}"
+            );
+            assert_eq!(r.partitions().unwrap().len(), 0, "{text:?}");
+        }
+        let _ = std::fs::remove_dir_all(d);
+    }
+}

@@ -1,0 +1,142 @@
+//! WebSphere private headers: client `$WS*` headers removed, `$WSFO` on failover, the
+//! plug-in's `$WSRA`… headers when configured, `$WSPT` learned and hidden (DESIGN section 3).
+
+use super::forwarded::write_on_stack;
+use crate::routing::{ClusterRouter, Outcome};
+use http::header::{HeaderName, HeaderValue, HOST};
+use log::debug;
+use pingora_http::{RequestHeader, ResponseHeader};
+use std::net::SocketAddr;
+
+static WSFO: HeaderName = HeaderName::from_static("$wsfo");
+static WSPT: HeaderName = HeaderName::from_static("$wspt");
+static WSRA: HeaderName = HeaderName::from_static("$wsra");
+static WSRH: HeaderName = HeaderName::from_static("$wsrh");
+static WSSC: HeaderName = HeaderName::from_static("$wssc");
+static WSSN: HeaderName = HeaderName::from_static("$wssn");
+static WSSP: HeaderName = HeaderName::from_static("$wssp");
+static WSIS: HeaderName = HeaderName::from_static("$wsis");
+
+/// Header names are stored lower-case, so one prefix test covers `$WSFO`, `$wsfo`, ...
+fn is_private(name: &HeaderName) -> bool {
+    name.as_str().starts_with("$ws")
+}
+
+/// Removes every `$WS*` header a client sent, before anything looks at the request.
+pub fn strip_request(req: &mut RequestHeader) {
+    // Clients almost never send one: the common case is a single scan and no allocation.
+    while let Some(name) = req.headers.keys().find(|k| is_private(k)).cloned() {
+        req.remove_header(&name);
+    }
+}
+
+/// Removes every `$WS*` header from a response before it goes to the client.
+pub fn strip_response(resp: &mut ResponseHeader) {
+    while let Some(name) = resp.headers.keys().find(|k| is_private(k)).cloned() {
+        resp.remove_header(&name);
+    }
+}
+
+/// Does a request with this outcome go to a server other than its session's?
+pub fn needs_failover_tag(outcome: Option<Outcome>) -> bool {
+    matches!(outcome, Some(Outcome::Failover | Outcome::HashFallback))
+}
+
+/// Sets the WebSphere headers of one upstream attempt.
+pub fn tag_request(
+    router: &ClusterRouter,
+    req: &mut RequestHeader,
+    outcome: Option<Outcome>,
+    client: Option<SocketAddr>,
+    local: Option<SocketAddr>,
+) {
+    if needs_failover_tag(outcome) {
+        let _ = req.insert_header(WSFO.clone(), HeaderValue::from_static("true"));
+    } else {
+        // A retry reuses the request head: take a tag of an earlier attempt back off.
+        req.remove_header(&WSFO);
+    }
+    if !router.private_headers() {
+        return;
+    }
+    let mut buf = [0u8; 48];
+    if let Some(client) = client {
+        let ip = HeaderValue::from_bytes(write_on_stack(&mut buf, client.ip()));
+        if let Ok(ip) = ip {
+            let _ = req.insert_header(WSRA.clone(), ip.clone());
+            // The plug-in puts the client's host name here; tether does no reverse DNS.
+            let _ = req.insert_header(WSRH.clone(), ip);
+        }
+    }
+    let _ = req.insert_header(WSSC.clone(), HeaderValue::from_static("http"));
+    let _ = req.insert_header(WSIS.clone(), HeaderValue::from_static("false"));
+    let host = req.headers.get(HOST).map(|h| h.as_bytes());
+    let server_name = host.map(|h| host_without_port(h).to_vec());
+    if let Some(name) = server_name.and_then(|n| HeaderValue::from_bytes(&n).ok()) {
+        let _ = req.insert_header(WSSN.clone(), name);
+    }
+    if let Some(local) = local {
+        if let Ok(port) = HeaderValue::from_bytes(write_on_stack(&mut buf, local.port())) {
+            let _ = req.insert_header(WSSP.clone(), port);
+        }
+    }
+}
+
+fn host_without_port(host: &[u8]) -> &[u8] {
+    if host.starts_with(b"[") {
+        // [v6]:port
+        return match host.iter().position(|&b| b == b']') {
+            Some(end) => &host[..=end],
+            None => host,
+        };
+    }
+    match host.iter().rposition(|&b| b == b':') {
+        Some(colon) => &host[..colon],
+        None => host,
+    }
+}
+
+/// Learns the partition table from the response's `$WSPT` headers (WebSphere clusters)
+/// and removes every `$WS*` header before the response goes to the client.
+pub fn learn_and_strip(router: &ClusterRouter, server: &str, resp: &mut ResponseHeader) {
+    if router.is_websphere() {
+        for value in resp.headers.get_all(&WSPT) {
+            let learned = router.learn_wspt(value.as_bytes());
+            if learned.refused.is_some() || learned.unknown_clone > 0 || learned.full > 0 {
+                debug!(
+                    "cluster {} server {server}: $WSPT partly or wholly refused: {learned:?}",
+                    router.name
+                );
+            }
+        }
+    }
+    strip_response(resp);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_every_private_header_whatever_its_case() {
+        let mut req = RequestHeader::build("GET", b"/", None).unwrap();
+        for (n, v) in [
+            ("$WSFO", "true"),
+            ("$wspt", "1=a"),
+            ("$WsRa", "1.2.3.4"),
+            ("X-Keep", "1"),
+        ] {
+            req.append_header(n, v).unwrap();
+        }
+        strip_request(&mut req);
+        let names: Vec<&str> = req.headers.keys().map(|k| k.as_str()).collect();
+        assert_eq!(names, ["x-keep"]);
+    }
+
+    #[test]
+    fn host_names_lose_their_port() {
+        assert_eq!(host_without_port(b"shop.example:8080"), b"shop.example");
+        assert_eq!(host_without_port(b"shop.example"), b"shop.example");
+        assert_eq!(host_without_port(b"[2001:db8::1]:443"), b"[2001:db8::1]");
+    }
+}
