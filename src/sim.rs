@@ -6,6 +6,7 @@
 
 pub mod client;
 mod response;
+mod server;
 mod session;
 pub mod tomcat;
 mod wire;
