@@ -1,4 +1,5 @@
-//! Tomcat's session-id rules: where a request names its session, and how new ids look.
+//! Servlet session-id rules: where a request names its session (shared by every sim),
+//! and how new Tomcat ids look.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -47,7 +48,7 @@ fn unquote(v: &[u8]) -> &[u8] {
     }
 }
 
-/// Generates Tomcat-shaped session ids with a lock-free splitmix64 sequence.
+/// Generates session ids (Tomcat-shaped via `session_id`) with a lock-free splitmix64 sequence.
 pub(crate) struct IdGen {
     state: AtomicU64,
 }
@@ -67,7 +68,8 @@ impl IdGen {
         }
     }
 
-    fn next_u64(&self) -> u64 {
+    /// The next pseudo-random value; also feeds the WebSphere sim's id generator.
+    pub(crate) fn next_u64(&self) -> u64 {
         let mut z = self
             .state
             .fetch_add(GOLDEN_GAMMA, Ordering::Relaxed)
