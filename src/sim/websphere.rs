@@ -162,8 +162,10 @@ impl Handler for WebSphere {
 }
 
 impl WebSphere {
-    /// Affinity held: only the local copy counts. A session this JVM never saw (or lost
-    /// in a restart) becomes a new one, which is how a missing `$WSFO` loses data.
+    /// Affinity held: the local copy counts. A session missing from it is served from the
+    /// replica only when this clone owns the session's partition (it took the partition
+    /// over); any other session this JVM never saw becomes a new one, which is how a
+    /// missing `$WSFO` loses data.
     fn sticky(&self, keys: &[String]) -> Touched {
         let mut local = lock(&self.local);
         for key in keys {
@@ -171,6 +173,12 @@ impl WebSphere {
                 *count += 1;
                 self.cluster.update(key, *count);
                 return touched(key, *count);
+            }
+        }
+        for key in keys {
+            if let Some(count) = self.cluster.serve_owned(key, &self.clone_id) {
+                local.insert(key.clone(), count);
+                return touched(key, count);
             }
         }
         self.create(&mut local)

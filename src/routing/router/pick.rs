@@ -51,9 +51,23 @@ impl Pick<'_> {
         }
         let decision = self.by_session(sid);
         if decision.is_none() && orphan.is_none() {
-            *orphan = Some(sid);
+            *orphan = Some(self.hash_key(sid));
         }
         decision
+    }
+
+    /// What an orphaned session is hashed on: the session id, or for WebSphere its first
+    /// clone/partition token, so that every session of one partition fails over to the
+    /// same server (which takes the partition over once) instead of scattering.
+    fn hash_key<'s>(&self, sid: &'s [u8]) -> &'s [u8] {
+        let sep = self.router.clone_separator;
+        if self.router.style != SessionStyle::Websphere {
+            return sid;
+        }
+        match sid.iter().position(|&b| b == sep) {
+            Some(at) => sid[at + 1..].split(|&b| b == sep).next().unwrap_or(sid),
+            None => sid,
+        }
     }
 
     /// The decision for a session id, or `None` when its token names no server.
@@ -75,26 +89,28 @@ impl Pick<'_> {
                 let clones = &sid[sid.iter().position(|&b| b == sep)? + 1..];
                 // Each token is a clone id or a partition id, tried in order.
                 clones.split(|&b| b == sep).find_map(|token| {
+                    // Failover hashes on the token: one new owner per clone or partition.
                     if let Some(&i) = r.clones.get(token) {
-                        return Some(self.sticky_target(i, sid, Outcome::RouteHit));
+                        return Some(self.sticky_target(i, token, Outcome::RouteHit));
                     }
                     let tag = r.partitions.as_ref()?.get(token)?;
                     let &i = r.clone_tags.get(&tag)?;
-                    Some(self.sticky_target(i, sid, Outcome::PartitionHit))
+                    Some(self.sticky_target(i, token, Outcome::PartitionHit))
                 })
             }
         }
     }
 
     /// The session names server `i`: use it, or fail over (or refuse, with `sticky_force`).
-    fn sticky_target(&self, i: usize, sid: &[u8], outcome: Outcome) -> Decision {
+    /// `key` is what a failover hashes on.
+    fn sticky_target(&self, i: usize, key: &[u8], outcome: Outcome) -> Decision {
         if self.sticky_ok(i) {
             return Decision::Route { server: i, outcome };
         }
         if self.router.sticky_force {
             return Decision::Reject(Reject::StickyForce);
         }
-        self.failover(i, sid)
+        self.failover(i, key)
     }
 
     /// The session names a mod_jk domain: any server of it, chosen by hash.

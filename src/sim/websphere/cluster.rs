@@ -72,6 +72,20 @@ impl WasCluster {
         replica.count = count;
     }
 
+    /// A session this clone does not hold locally but whose partition it owns (it took
+    /// the partition over): served from the replica, as its owner. `None` otherwise.
+    pub(crate) fn serve_owned(&self, key: &str, clone_id: &str) -> Option<u64> {
+        let mut state = lock(&self.state);
+        let partition = state.replicas.get(key)?.partition.clone()?;
+        let owned = state.owners.iter().any(|(p, o)| *p == partition && o == clone_id);
+        if !owned {
+            return None;
+        }
+        let replica = state.replicas.get_mut(key)?;
+        replica.count += 1;
+        Some(replica.count)
+    }
+
     /// Failover of one session to `clone_id`: counts the request in the replica and moves
     /// the session's partition to `clone_id`. `None` if the replica never saw the session.
     /// One lock for both, so two clones failing over at once cannot split the outcome.

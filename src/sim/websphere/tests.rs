@@ -197,12 +197,13 @@ async fn restart_empties_the_local_copy_but_keeps_ownership_and_replica() {
     assert_eq!(cluster.owner(P1).as_deref(), Some("cloneA"));
     assert_eq!(a.partitions(), [P1, P2]);
 
-    // The restarted JVM forgot the session; only $WSFO brings it back from the replica.
-    let forgotten = get(&a, &[("Cookie", &cookie)]).await;
-    assert_eq!(count(&forgotten), 1);
-    assert_ne!(key(&forgotten), session_key(&id));
+    // The restarted JVM forgot the session, but it still owns the session's partition,
+    // so it serves the session from the replica.
+    let reloaded = get(&a, &[("Cookie", &cookie)]).await;
+    assert_eq!(count(&reloaded), 3);
+    assert_eq!(key(&reloaded), session_key(&id));
     let recovered = get(&a, &[("Cookie", &cookie), ("$WSFO", "true")]).await;
-    assert_eq!(count(&recovered), 3);
+    assert_eq!(count(&recovered), 4);
     assert_eq!(a.wsfo_received(), 1);
     assert!(a.last_request_headers().iter().any(|(n, _)| n == "$wsfo"));
     a.stop().await;
