@@ -88,7 +88,10 @@ impl ClusterRouter {
         };
         let routes = index(|s| Some(&s.route));
         let clones = index(|s| s.clone_id.as_deref());
-        let domains = index(|s| s.domain.as_deref()).into_keys().map(|k| (k, ())).collect();
+        let domains = index(|s| s.domain.as_deref())
+            .into_keys()
+            .map(|k| (k, ()))
+            .collect();
         ClusterRouter {
             name: cfg.name.clone(),
             style: cfg.session_style,
@@ -129,30 +132,50 @@ impl ClusterRouter {
         if !self.sticky {
             return ctx.new_session();
         }
-        let mut orphan: Option<&[u8]> = None;
+        let mut pending = Pending::default();
         if let Some(sid) = path_parameter(path, &self.path_param) {
-            if let Some(d) = ctx.consider(sid, &mut orphan) {
+            if let Some(d) = ctx.consider(sid, &mut pending) {
                 return d;
             }
         } else {
             for value in headers.get_all(COOKIE) {
                 for sid in cookie_values(value.as_bytes(), &self.cookie) {
-                    if let Some(d) = ctx.consider(sid, &mut orphan) {
+                    if let Some(d) = ctx.consider(sid, &mut pending) {
                         return d;
                     }
                 }
             }
             if let Some(sid) = self.session_header.as_ref().and_then(|h| headers.get(h)) {
-                if let Some(d) = ctx.consider(sid.as_bytes(), &mut orphan) {
+                if let Some(d) = ctx.consider(sid.as_bytes(), &mut pending) {
                     return d;
                 }
             }
         }
-        match orphan {
-            Some(sid) => ctx.hash_fallback(sid),
-            None => ctx.new_session(),
-        }
+        ctx.settle(pending)
     }
+}
+
+/// Where a session id points when it points somewhere that cannot take it now.
+#[derive(Clone, Copy)]
+enum Target {
+    Server(usize),
+    /// A mod_jk domain none of whose servers can take it.
+    Domain,
+}
+
+/// What one session id says: a usable server, or a named but unusable one.
+enum Lookup {
+    Hit(Decision),
+    Unusable(Target),
+}
+
+/// What the candidates seen so far left behind, for when none of them is usable.
+#[derive(Default)]
+struct Pending<'s> {
+    /// The first candidate whose token named a server or domain that cannot take it.
+    unusable: Option<(Target, &'s [u8])>,
+    /// The first candidate whose token named nothing.
+    orphan: Option<&'s [u8]>,
 }
 
 /// One decision's view: the router, the servers to avoid, and the time.
@@ -191,27 +214,54 @@ impl Pick<'_> {
             && live.could_take(self.now, self.router.recover_after_ms)
     }
 
-    /// The decision for one session id candidate; remembers the first one that named no
-    /// server, for the consistent-hash fallback.
-    fn consider<'s>(&self, sid: &'s [u8], orphan: &mut Option<&'s [u8]>) -> Option<Decision> {
+    /// Like [`Self::sticky_ok`] but without claiming a recovery probe.
+    fn could_take_sticky(&self, i: usize) -> bool {
+        let live = &self.slot(i).live;
+        !self.tried.contains(i)
+            && live.state() != ServerState::Stopped
+            && live.could_take(self.now, self.router.recover_after_ms)
+    }
+
+    /// The decision for one session id candidate when its server can take it. Otherwise
+    /// remembers it and lets the next candidate try (mod_jk walks every session id before
+    /// failing over, so a stale cookie for a dead server does not hide a live session).
+    fn consider<'s>(&self, sid: &'s [u8], pending: &mut Pending<'s>) -> Option<Decision> {
         if sid.len() > MAX_SESSION_ID_LEN {
             return None;
         }
-        let decision = self.by_session(sid);
-        if decision.is_none() && orphan.is_none() {
-            *orphan = Some(sid);
+        match self.by_session(sid) {
+            Some(Lookup::Hit(d)) => Some(d),
+            Some(Lookup::Unusable(target)) => {
+                pending.unusable.get_or_insert((target, sid));
+                None
+            }
+            None => {
+                pending.orphan.get_or_insert(sid);
+                None
+            }
         }
-        decision
     }
 
-    /// The decision for a session id, or `None` when its token names no server.
-    fn by_session(&self, sid: &[u8]) -> Option<Decision> {
+    /// No candidate could be served as is: fail over for the first one that named a
+    /// server, else hash the first orphan, else it is a new session.
+    fn settle(&self, pending: Pending) -> Decision {
+        match (pending.unusable, pending.orphan) {
+            (Some(_), _) if self.router.sticky_force => Decision::Reject(Reject::StickyForce),
+            (Some((Target::Server(i), sid)), _) => self.failover(i, sid),
+            (Some((Target::Domain, sid)), _) => self.rebalance(sid, Outcome::Failover),
+            (None, Some(sid)) => self.hash_fallback(sid),
+            (None, None) => self.new_session(),
+        }
+    }
+
+    /// Where a session id's token points, or `None` when it names no server.
+    fn by_session(&self, sid: &[u8]) -> Option<Lookup> {
         let r = self.router;
         match r.style {
             SessionStyle::Tomcat => {
                 let token = &sid[sid.iter().position(|&b| b == b'.')? + 1..];
                 if let Some(&i) = r.routes.get(token) {
-                    return Some(self.sticky_target(i, sid, Outcome::RouteHit));
+                    return Some(self.sticky_target(i, Outcome::RouteHit));
                 }
                 let domain = &token[..token.iter().position(|&b| b == b'.')?];
                 r.domains
@@ -220,38 +270,52 @@ impl Pick<'_> {
             }
             SessionStyle::Websphere => {
                 let sep = r.clone_separator;
-                let clones = &sid[sid.iter().position(|&b| b == sep)? + 1..];
-                clones
+                let list = &sid[sid.iter().position(|&b| b == sep)? + 1..];
+                let mut known = list
                     .split(|&b| b == sep)
-                    .find_map(|token| r.clones.get(token))
-                    .map(|&i| self.sticky_target(i, sid, Outcome::RouteHit))
+                    .filter_map(|t| r.clones.get(t).copied());
+                let first = known.next()?;
+                if self.sticky_ok(first) {
+                    return Some(Lookup::Hit(Decision::Route {
+                        server: first,
+                        outcome: Outcome::RouteHit,
+                    }));
+                }
+                // The later clones hold the session's replicas: the plug-in tries them in
+                // order before anything else. Leaving the first clone is still a failover.
+                Some(match known.find(|&i| self.sticky_ok(i)) {
+                    Some(server) => Lookup::Hit(Decision::Route {
+                        server,
+                        outcome: Outcome::Failover,
+                    }),
+                    None => Lookup::Unusable(Target::Server(first)),
+                })
             }
         }
     }
 
-    /// The session names server `i`: use it, or fail over (or refuse, with `sticky_force`).
-    fn sticky_target(&self, i: usize, sid: &[u8], outcome: Outcome) -> Decision {
+    /// The session names server `i`: use it if it can take it.
+    fn sticky_target(&self, i: usize, outcome: Outcome) -> Lookup {
         if self.sticky_ok(i) {
-            return Decision::Route { server: i, outcome };
+            Lookup::Hit(Decision::Route { server: i, outcome })
+        } else {
+            Lookup::Unusable(Target::Server(i))
         }
-        if self.router.sticky_force {
-            return Decision::Reject(Reject::StickyForce);
-        }
-        self.failover(i, sid)
     }
 
     /// The session names a mod_jk domain: any server of it, chosen by hash.
-    fn domain_target(&self, domain: &[u8], sid: &[u8]) -> Decision {
-        let in_domain = |i: usize| self.slot(i).config.domain.as_deref().map(str::as_bytes) == Some(domain);
+    fn domain_target(&self, domain: &[u8], sid: &[u8]) -> Lookup {
+        let in_domain =
+            |i: usize| self.slot(i).config.domain.as_deref().map(str::as_bytes) == Some(domain);
         let ok = |i: usize| in_domain(i) && self.sticky_ok(i);
-        let peek = |i: usize| in_domain(i) && self.could_take_new(i);
+        // Must accept what `ok` accepts (draining included), or the ring gives up early.
+        let peek = |i: usize| in_domain(i) && self.could_take_sticky(i);
         match self.hash_pick(sid, ok, peek) {
-            Some(server) => Decision::Route {
+            Some(server) => Lookup::Hit(Decision::Route {
                 server,
                 outcome: Outcome::DomainHit,
-            },
-            None if self.router.sticky_force => Decision::Reject(Reject::StickyForce),
-            None => self.rebalance(sid, Outcome::Failover),
+            }),
+            None => Lookup::Unusable(Target::Domain),
         }
     }
 
@@ -309,7 +373,10 @@ impl Pick<'_> {
         let r = self.router;
         let k = r.cursor.fetch_add(1, Relaxed);
         let pick = |pool: &Pool| match r.balance {
-            Balance::Weighted => pool.schedule.pick(k, |m| self.new_ok(pool.members[m])).map(|m| pool.members[m]),
+            Balance::Weighted => pool
+                .schedule
+                .pick(k, |m| self.new_ok(pool.members[m]))
+                .map(|m| pool.members[m]),
             Balance::LeastInflight => self.least_inflight(pool, k),
         };
         match pick(&r.primaries).or_else(|| pick(&r.backups)) {
