@@ -12,7 +12,7 @@ use super::tried::Tried;
 use super::wrr::Schedule;
 use crate::config::{Balance, Cluster, Server, SessionStyle};
 use http::header::{HeaderMap, HeaderName, COOKIE};
-use pick::Pick;
+use pick::{Pending, Pick};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -186,29 +186,26 @@ impl ClusterRouter {
         if !self.sticky {
             return ctx.new_session();
         }
-        let mut orphan: Option<&[u8]> = None;
+        let mut pending = Pending::default();
         if let Some(sid) = path_parameter(path, &self.path_param) {
-            if let Some(d) = ctx.consider(sid, &mut orphan) {
+            if let Some(d) = ctx.consider(sid, &mut pending) {
                 return d;
             }
         } else {
             for value in headers.get_all(COOKIE) {
                 for sid in cookie_values(value.as_bytes(), &self.cookie) {
-                    if let Some(d) = ctx.consider(sid, &mut orphan) {
+                    if let Some(d) = ctx.consider(sid, &mut pending) {
                         return d;
                     }
                 }
             }
             if let Some(sid) = self.session_header.as_ref().and_then(|h| headers.get(h)) {
-                if let Some(d) = ctx.consider(sid.as_bytes(), &mut orphan) {
+                if let Some(d) = ctx.consider(sid.as_bytes(), &mut pending) {
                     return d;
                 }
             }
         }
-        match orphan {
-            Some(sid) => ctx.hash_fallback(sid),
-            None => ctx.new_session(),
-        }
+        ctx.settle(pending)
     }
 }
 

@@ -7,6 +7,30 @@ use crate::routing::session_id::MAX_SESSION_ID_LEN;
 use crate::routing::tried::Tried;
 use std::sync::atomic::Ordering::Relaxed;
 
+/// Where a session id points when it points somewhere that cannot take it now.
+#[derive(Clone, Copy)]
+enum Target {
+    Server(usize),
+    /// A mod_jk domain none of whose servers can take it.
+    Domain,
+}
+
+/// What one session id says: a usable server, or a named but unusable one (with the key
+/// a failover hashes on).
+enum Lookup<'s> {
+    Hit(Decision),
+    Unusable(Target, &'s [u8]),
+}
+
+/// What the candidates seen so far left behind, for when none of them is usable.
+#[derive(Default)]
+pub(super) struct Pending<'s> {
+    /// The first candidate whose token named a server or domain that cannot take it.
+    unusable: Option<(Target, &'s [u8])>,
+    /// The hash key of the first candidate whose token named nothing.
+    orphan: Option<&'s [u8]>,
+}
+
 /// One decision's view: the router, the servers to avoid, and the time.
 pub(super) struct Pick<'a> {
     pub router: &'a ClusterRouter,
@@ -43,17 +67,44 @@ impl Pick<'_> {
             && live.could_take(self.now, self.router.recover_after_ms)
     }
 
-    /// The decision for one session id candidate; remembers the first one that named no
-    /// server, for the consistent-hash fallback.
-    pub fn consider<'s>(&self, sid: &'s [u8], orphan: &mut Option<&'s [u8]>) -> Option<Decision> {
+    /// Like [`Self::sticky_ok`] but without claiming a recovery probe.
+    fn could_take_sticky(&self, i: usize) -> bool {
+        let live = &self.slot(i).live;
+        !self.tried.contains(i)
+            && live.state() != ServerState::Stopped
+            && live.could_take(self.now, self.router.recover_after_ms)
+    }
+
+    /// The decision for one session id candidate when its server can take it. Otherwise
+    /// remembers it and lets the next candidate try (mod_jk walks every session id before
+    /// failing over, so a stale cookie for a dead server does not hide a live session).
+    pub fn consider<'s>(&self, sid: &'s [u8], pending: &mut Pending<'s>) -> Option<Decision> {
         if sid.len() > MAX_SESSION_ID_LEN {
             return None;
         }
-        let decision = self.by_session(sid);
-        if decision.is_none() && orphan.is_none() {
-            *orphan = Some(self.hash_key(sid));
+        match self.by_session(sid) {
+            Some(Lookup::Hit(d)) => Some(d),
+            Some(Lookup::Unusable(target, key)) => {
+                pending.unusable.get_or_insert((target, key));
+                None
+            }
+            None => {
+                pending.orphan.get_or_insert(self.hash_key(sid));
+                None
+            }
         }
-        decision
+    }
+
+    /// No candidate could be served as is: fail over for the first one that named a
+    /// server, else hash the first orphan, else it is a new session.
+    pub fn settle(&self, pending: Pending) -> Decision {
+        match (pending.unusable, pending.orphan) {
+            (Some(_), _) if self.router.sticky_force => Decision::Reject(Reject::StickyForce),
+            (Some((Target::Server(i), key)), _) => self.failover(i, key),
+            (Some((Target::Domain, key)), _) => self.rebalance(key, Outcome::Failover),
+            (None, Some(key)) => self.hash_fallback(key),
+            (None, None) => self.new_session(),
+        }
     }
 
     /// What an orphaned session is hashed on: the session id, or for WebSphere its first
@@ -70,8 +121,8 @@ impl Pick<'_> {
         }
     }
 
-    /// The decision for a session id, or `None` when its token names no server.
-    fn by_session(&self, sid: &[u8]) -> Option<Decision> {
+    /// Where a session id's token points, or `None` when it names no server.
+    fn by_session<'s>(&self, sid: &'s [u8]) -> Option<Lookup<'s>> {
         let r = self.router;
         match r.style {
             SessionStyle::Tomcat => {
@@ -86,46 +137,61 @@ impl Pick<'_> {
             }
             SessionStyle::Websphere => {
                 let sep = r.clone_separator;
-                let clones = &sid[sid.iter().position(|&b| b == sep)? + 1..];
-                // Each token is a clone id or a partition id, tried in order.
-                clones.split(|&b| b == sep).find_map(|token| {
-                    // Failover hashes on the token: one new owner per clone or partition.
+                let list = &sid[sid.iter().position(|&b| b == sep)? + 1..];
+                // Each token is a clone id or a partition id. Failover hashes on the token,
+                // so a clone's or partition's sessions all move to one new owner.
+                let mut known = list.split(|&b| b == sep).filter_map(|token| {
                     if let Some(&i) = r.clones.get(token) {
-                        return Some(self.sticky_target(i, token, Outcome::RouteHit));
+                        return Some((i, token, Outcome::RouteHit));
                     }
                     let tag = r.partitions.as_ref()?.get(token)?;
-                    let &i = r.clone_tags.get(&tag)?;
-                    Some(self.sticky_target(i, token, Outcome::PartitionHit))
+                    r.clone_tags
+                        .get(&tag)
+                        .map(|&i| (i, token, Outcome::PartitionHit))
+                });
+                let (first, key, outcome) = known.next()?;
+                if self.sticky_ok(first) {
+                    return Some(Lookup::Hit(Decision::Route {
+                        server: first,
+                        outcome,
+                    }));
+                }
+                // The later clones hold the session's replicas: the plug-in tries them in
+                // order before anything else. Leaving the first clone is still a failover.
+                Some(match known.find(|&(i, ..)| self.sticky_ok(i)) {
+                    Some((server, ..)) => Lookup::Hit(Decision::Route {
+                        server,
+                        outcome: Outcome::Failover,
+                    }),
+                    None => Lookup::Unusable(Target::Server(first), key),
                 })
             }
         }
     }
 
-    /// The session names server `i`: use it, or fail over (or refuse, with `sticky_force`).
-    /// `key` is what a failover hashes on.
-    fn sticky_target(&self, i: usize, key: &[u8], outcome: Outcome) -> Decision {
+    /// The session names server `i`: use it if it can take it. `key` is what a failover
+    /// would hash on.
+    fn sticky_target<'s>(&self, i: usize, key: &'s [u8], outcome: Outcome) -> Lookup<'s> {
         if self.sticky_ok(i) {
-            return Decision::Route { server: i, outcome };
+            Lookup::Hit(Decision::Route { server: i, outcome })
+        } else {
+            Lookup::Unusable(Target::Server(i), key)
         }
-        if self.router.sticky_force {
-            return Decision::Reject(Reject::StickyForce);
-        }
-        self.failover(i, key)
     }
 
     /// The session names a mod_jk domain: any server of it, chosen by hash.
-    fn domain_target(&self, domain: &[u8], sid: &[u8]) -> Decision {
+    fn domain_target<'s>(&self, domain: &[u8], sid: &'s [u8]) -> Lookup<'s> {
         let in_domain =
             |i: usize| self.slot(i).config.domain.as_deref().map(str::as_bytes) == Some(domain);
         let ok = |i: usize| in_domain(i) && self.sticky_ok(i);
-        let peek = |i: usize| in_domain(i) && self.could_take_new(i);
+        // Must accept what `ok` accepts (draining included), or the ring gives up early.
+        let peek = |i: usize| in_domain(i) && self.could_take_sticky(i);
         match self.hash_pick(sid, ok, peek) {
-            Some(server) => Decision::Route {
+            Some(server) => Lookup::Hit(Decision::Route {
                 server,
                 outcome: Outcome::DomainHit,
-            },
-            None if self.router.sticky_force => Decision::Reject(Reject::StickyForce),
-            None => self.rebalance(sid, Outcome::Failover),
+            }),
+            None => Lookup::Unusable(Target::Domain, sid),
         }
     }
 

@@ -77,7 +77,10 @@ impl WasCluster {
     pub(crate) fn serve_owned(&self, key: &str, clone_id: &str) -> Option<u64> {
         let mut state = lock(&self.state);
         let partition = state.replicas.get(key)?.partition.clone()?;
-        let owned = state.owners.iter().any(|(p, o)| *p == partition && o == clone_id);
+        let owned = state
+            .owners
+            .iter()
+            .any(|(p, o)| *p == partition && o == clone_id);
         if !owned {
             return None;
         }
