@@ -12,6 +12,8 @@ pub struct Tether {
     pub addr: SocketAddr,
     pub dir: PathBuf,
     child: Child,
+    /// The directory was given by the test (state to reuse); do not delete it.
+    keep_dir: bool,
 }
 
 /// A unique scratch directory for one test.
@@ -47,27 +49,52 @@ pub fn server_line(sim: &TomcatSim, extra: &str) -> String {
     )
 }
 
+/// How to start tether: the cluster `shop` (YAML after `- name: shop\n`), extra top-level
+/// YAML, the log filter, and a directory to reuse (kept after the process ends).
+#[derive(Default)]
+pub struct Opts {
+    pub cluster: String,
+    pub top: String,
+    pub log: Option<&'static str>,
+    pub dir: Option<PathBuf>,
+}
+
 impl Tether {
-    /// Starts tether with one listener in front of cluster `shop`, whose YAML body (after
-    /// `- name: shop\n`) is `cluster`. Retries on another port if the port was taken.
+    /// Starts tether with one listener in front of cluster `shop`.
     pub fn start(cluster: &str) -> Tether {
-        let dir = scratch_dir("tether");
+        Tether::start_with(Opts {
+            cluster: cluster.to_string(),
+            ..Opts::default()
+        })
+    }
+
+    /// Starts tether; retries on another port if the one picked was taken meanwhile.
+    pub fn start_with(opts: Opts) -> Tether {
+        let keep_dir = opts.dir.is_some();
+        let dir = opts.dir.unwrap_or_else(|| scratch_dir("tether"));
+        std::fs::create_dir_all(&dir).unwrap();
         for _ in 0..3 {
             let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
             let yaml = format!(
                 "server:\n  threads: 2\n  grace_period_seconds: 0\n  graceful_shutdown_timeout_seconds: 1\n  \
-                 pid_file: {d}/tether.pid\n  upgrade_sock: {d}/upgrade.sock\n\
+                 pid_file: {d}/tether.pid\n  upgrade_sock: {d}/upgrade.sock\n{top}\
                  listeners:\n  - {{ name: web, address: \"{addr}\", cluster: shop }}\n\
                  clusters:\n  - name: shop\n{cluster}",
-                d = dir.display()
+                d = dir.display(),
+                top = opts.top,
+                cluster = opts.cluster,
             );
             let conf = dir.join("tether.yaml");
             std::fs::write(&conf, yaml).unwrap();
-            let log = std::fs::File::create(dir.join("tether.log")).unwrap();
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join("tether.log"))
+                .unwrap();
             let mut child = Command::new(tether_bin())
                 .arg("-c")
                 .arg(&conf)
-                .env("RUST_LOG", "warn")
+                .env("RUST_LOG", opts.log.unwrap_or("warn"))
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()
@@ -78,7 +105,12 @@ impl Tether {
                     break;
                 }
                 if TcpStream::connect(addr).is_ok() {
-                    return Tether { addr, dir, child };
+                    return Tether {
+                        addr,
+                        dir,
+                        child,
+                        keep_dir,
+                    };
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -86,6 +118,20 @@ impl Tether {
             let _ = child.wait();
         }
         panic!("tether did not start; log: {}", self::log(&dir));
+    }
+
+    /// Sends SIGTERM (graceful stop) and waits for the process to exit.
+    pub fn terminate(mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("tether did not stop on SIGTERM");
     }
 
     /// Is the process still running?
@@ -110,7 +156,9 @@ impl Drop for Tether {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if !self.keep_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
