@@ -23,4 +23,4 @@ pub use router::learn::Learned;
 pub use router::{ClusterRouter, ServerSlot, Timeouts};
 pub use session_id::{cookie_values, path_parameter, MAX_SESSION_ID_LEN};
 pub use tried::Tried;
-pub use wspt::{WsptError, MAX_WSPT_ENTRIES, MAX_WSPT_LEN};
+pub use wspt::{parse as parse_wspt, WsptError, MAX_WSPT_ENTRIES, MAX_WSPT_LEN};
