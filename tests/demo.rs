@@ -1,4 +1,4 @@
-//! `tether demo` runs its scenario end to end and keeps serving.
+//! `tether demo` runs its Tomcat and WebSphere scenarios end to end and keeps serving.
 
 mod common;
 
@@ -58,6 +58,15 @@ async fn the_demo_shows_weights_stickiness_and_failover_then_keeps_serving() {
     }
     let back: u32 = value("new sessions on tc3").parse().unwrap();
     assert!(back > 0, "tc3 came back:\n{text}");
+
+    // The WebSphere part.
+    assert_eq!(value("requests that reached the partition's owner"), "60/60", "{text}");
+    assert_eq!(value("requests carrying $WSFO"), "0", "{text}");
+    let survived = value("sessions whose data survived");
+    let (kept, moved) = survived.split_once('/').unwrap();
+    assert!(moved != "0" && kept == moved, "{text}");
+    assert_ne!(value("requests that carried $WSFO"), "0", "{text}");
+    assert_eq!(value("new $WSFO tags"), "0", "{text}");
 
     let mut c = tether::sim::HttpClient::new(([127, 0, 0, 1], port).into());
     assert_eq!(

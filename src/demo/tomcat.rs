@@ -1,4 +1,4 @@
-//! The demo's scripted scenario: new sessions by weight, stickiness, a killed server's
+//! The demo's Tomcat scenario: new sessions by weight, stickiness, a killed server's
 //! sessions failing over without a client error, and the server coming back.
 
 use crate::sim::{HttpClient, TomcatSim};
@@ -35,7 +35,7 @@ impl Browser {
     }
 }
 
-async fn wait_ready(addr: SocketAddr) {
+pub async fn wait_ready(addr: SocketAddr) {
     for _ in 0..200 {
         if tokio::net::TcpStream::connect(addr).await.is_ok() {
             return;
@@ -44,8 +44,22 @@ async fn wait_ready(addr: SocketAddr) {
     }
 }
 
-fn line(label: &str, value: impl std::fmt::Display) {
+pub fn line(label: &str, value: impl std::fmt::Display) {
     println!("  {label:<44} {value}");
+}
+
+/// A session id of the scenario, for the `curl` lines.
+static SAMPLE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// `curl` lines a person can try against the Tomcat listener.
+pub fn print_curls(addr: SocketAddr) {
+    let sample = SAMPLE.get().map(String::as_str).unwrap_or("ABC.tc1");
+    println!("  curl -i http://{addr}/");
+    println!("  curl -i -b 'JSESSIONID={sample}' http://{addr}/");
+    println!("  curl -i 'http://{addr}/app;jsessionid={sample}'");
+    println!(
+        "  curl -i -b 'JSESSIONID=ORPHAN.gone' http://{addr}/   # unknown route: consistent hash"
+    );
 }
 
 pub async fn run(addr: SocketAddr, sims: &[TomcatSim], servers: &[(&str, u32)]) {
@@ -141,15 +155,6 @@ pub async fn run(addr: SocketAddr, sims: &[TomcatSim], servers: &[(&str, u32)]) 
     }
     line(&format!("new sessions on {} (of 12)", victim.name()), back);
 
-    let sample = browsers
-        .iter()
-        .find_map(|b| b.cookie.clone())
-        .unwrap_or_default();
-    println!("\ntether keeps serving on http://{addr} (Ctrl-C to stop). Try:");
-    println!("  curl -i http://{addr}/");
-    println!("  curl -i -b 'JSESSIONID={sample}' http://{addr}/");
-    println!("  curl -i 'http://{addr}/app;jsessionid={sample}'");
-    println!(
-        "  curl -i -b 'JSESSIONID=ORPHAN.gone' http://{addr}/   # unknown route: consistent hash"
-    );
+    let sample = browsers.iter().find_map(|b| b.cookie.clone());
+    SAMPLE.get_or_init(|| sample.unwrap_or_default());
 }
