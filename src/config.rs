@@ -10,6 +10,7 @@ mod duration;
 mod error;
 mod locate;
 pub mod model;
+mod operations;
 mod raw;
 mod validate;
 

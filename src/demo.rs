@@ -75,7 +75,8 @@ pub fn run(listen: Option<SocketAddr>) -> ExitCode {
     println!("tether demo");
     println!("  http://{web} -> 3 simulated Tomcat servers (weights 1, 1, 2)");
     println!("  http://{was} -> 3 simulated WebSphere clones with memory-to-memory replication\n");
-    let (server, snapshot) = build_server(&config, RunOptions::default());
+    let (server, control) = build_server(config, None, RunOptions::default());
+    let snapshot = control.snapshot().clone();
     std::thread::spawn(move || {
         rt.block_on(async move {
             tomcat::run(web, &sims.tomcats, &TOMCATS).await;

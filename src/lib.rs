@@ -1,7 +1,10 @@
 //! tether: a sticky-session reverse proxy for Java application servers, built on Pingora.
 
+pub mod admin;
 pub mod config;
+pub mod control;
 pub mod demo;
+pub mod health;
 pub mod persist;
 pub mod proxy;
 pub mod routing;

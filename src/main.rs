@@ -63,6 +63,6 @@ fn main() -> ExitCode {
         upgrade: cli.upgrade,
         daemon: cli.daemon,
     };
-    let (server, _snapshot) = build_server(&config, run);
+    let (server, _control) = build_server(config, Some(path), run);
     server.run_forever()
 }

@@ -33,6 +33,11 @@ impl TetherProxy {
     }
 }
 
+/// Only idempotent requests whose body is still fully buffered may be sent again.
+fn retry_allowed(session: &Session) -> bool {
+    session.req_header().method.is_idempotent() && !session.as_ref().retry_buffer_truncated()
+}
+
 fn decide(session: &Session, ctx: &RequestCtx) -> Decision {
     let Some(router) = &ctx.router else {
         return Decision::Reject(Reject::NoServer);
@@ -135,15 +140,14 @@ impl ProxyHttp for TetherProxy {
         client_reused: bool,
     ) -> Box<Error> {
         let mut e = e.more_context(format!("Peer: {peer}"));
-        if !session.req_header().method.is_idempotent() || session.as_ref().retry_buffer_truncated()
-        {
+        if !retry_allowed(session) {
             e.set_retry(false);
         } else {
             e.retry.decide_reuse(client_reused);
         }
         // A reused keep-alive connection that the server had closed says nothing about the
-        // server's health: retry on the same server.
-        ctx.retry_same = e.retry();
+        // server's health: retry on the same server. A `fail_on_status` answer does.
+        ctx.retry_same = e.retry() && !std::mem::take(&mut ctx.status_failure);
         e
     }
 
@@ -164,12 +168,30 @@ impl ProxyHttp for TetherProxy {
 
     async fn upstream_response_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         upstream_response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         if let (Some(router), Some(i)) = (&ctx.router, ctx.server) {
             let slot = &router.servers()[i];
+            let status = upstream_response.status.as_u16();
+            if router.fails_on(status)
+                && ctx.tried.len() < router.max_attempts as usize
+                && retry_allowed(session)
+            {
+                // mod_jk fail_on_status: this server is in error; the next one gets the
+                // request. Nothing has gone downstream yet, so the retry is invisible.
+                if slot.live.mark_down(now_ms()) {
+                    warn!(
+                        "cluster {} server {} answered {status} (fail_on_status): marked down",
+                        router.name, slot.config.name
+                    );
+                }
+                ctx.status_failure = true;
+                let mut e = Error::explain(ErrorType::HTTPStatus(status), "fail_on_status");
+                e.set_retry(true);
+                return Err(e);
+            }
             websphere::learn_and_strip(router, &slot.config.name, upstream_response);
             if slot.live.mark_up() {
                 info!(

@@ -1,6 +1,9 @@
 //! Builds the Pingora server for a validated config: settings, listeners, proxy services.
 
+use crate::admin::AdminApp;
 use crate::config::{Config, ServerSettings};
+use crate::control::Control;
+use crate::health::HealthChecker;
 use crate::persist::{self, Persister};
 use crate::proxy::TetherProxy;
 use crate::snapshot::{SharedSnapshot, Snapshot};
@@ -8,6 +11,8 @@ use arc_swap::ArcSwap;
 use pingora_core::server::configuration::{Opt, ServerConf};
 use pingora_core::server::Server;
 use pingora_core::services::background::background_service;
+use pingora_core::services::listening::Service;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,8 +46,14 @@ pub fn server_conf(s: &ServerSettings) -> ServerConf {
     }
 }
 
-/// A Pingora server with one proxy service per listener, ready for `run_forever`.
-pub fn build_server(config: &Config, run: RunOptions) -> (Server, SharedSnapshot) {
+/// A Pingora server with one proxy service per listener, the admin API when configured,
+/// and the background services (health checks, partition table persistence), ready for
+/// `run_forever`. `path` is the config file, for reloads.
+pub fn build_server(
+    config: Config,
+    path: Option<PathBuf>,
+    run: RunOptions,
+) -> (Server, Arc<Control>) {
     let opt = Opt {
         upgrade: run.upgrade,
         daemon: run.daemon,
@@ -50,11 +61,15 @@ pub fn build_server(config: &Config, run: RunOptions) -> (Server, SharedSnapshot
     };
     let mut server = Server::new_with_opt_and_conf(opt, server_conf(&config.server));
     server.bootstrap();
-    let snapshot: SharedSnapshot = Arc::new(ArcSwap::from_pointee(Snapshot::build(config, None)));
+    let snapshot: SharedSnapshot = Arc::new(ArcSwap::from_pointee(Snapshot::build(&config, None)));
     if let Some(dir) = &config.state_dir {
         persist::load_all(&snapshot, dir);
         let persister = Persister::new(snapshot.clone(), dir.clone(), PERSIST_INTERVAL);
         server.add_service(background_service("partition tables", persister));
+    }
+    if config.clusters.iter().any(|c| c.health_check.is_some()) {
+        let checker = HealthChecker::new(snapshot.clone());
+        server.add_service(background_service("health checks", checker));
     }
     for (i, listener) in config.listeners.iter().enumerate() {
         let name = format!("tether listener {}", listener.name);
@@ -66,5 +81,12 @@ pub fn build_server(config: &Config, run: RunOptions) -> (Server, SharedSnapshot
         service.add_tcp(&listener.address.to_string());
         server.add_service(service);
     }
-    (server, snapshot)
+    let admin_address = config.admin.as_ref().map(|a| a.address);
+    let control = Arc::new(Control::new(config, snapshot, path));
+    if let Some(address) = admin_address {
+        let mut admin = Service::new("tether admin".to_string(), AdminApp::new(control.clone()));
+        admin.add_tcp(&address.to_string());
+        server.add_service(admin);
+    }
+    (server, control)
 }

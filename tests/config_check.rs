@@ -231,6 +231,7 @@ fn the_example_config_parses_to_what_it_documents() {
             ..ServerSettings::default()
         },
         state_dir: Some("/tmp/tether-state".into()),
+        admin: None,
         listeners: vec![Listener {
             name: "web".into(),
             address: addr("127.0.0.1:8080"),
@@ -253,6 +254,8 @@ fn the_example_config_parses_to_what_it_documents() {
             clone_separator: b':',
             private_headers: false,
             partition_table_max: DEFAULT_PARTITION_TABLE_MAX,
+            health_check: None,
+            fail_on_status: vec![],
             servers: vec![
                 server("n1", 8081, 1),
                 Server {

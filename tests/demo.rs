@@ -60,7 +60,11 @@ async fn the_demo_shows_weights_stickiness_and_failover_then_keeps_serving() {
     assert!(back > 0, "tc3 came back:\n{text}");
 
     // The WebSphere part.
-    assert_eq!(value("requests that reached the partition's owner"), "60/60", "{text}");
+    assert_eq!(
+        value("requests that reached the partition's owner"),
+        "60/60",
+        "{text}"
+    );
     assert_eq!(value("requests carrying $WSFO"), "0", "{text}");
     let survived = value("sessions whose data survived");
     let (kept, moved) = survived.split_once('/').unwrap();

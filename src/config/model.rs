@@ -21,6 +21,43 @@ pub struct Config {
     pub state_dir: Option<PathBuf>,
     pub listeners: Vec<Listener>,
     pub clusters: Vec<Cluster>,
+    /// The admin API; off when absent.
+    pub admin: Option<Admin>,
+}
+
+/// The admin API listener.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Admin {
+    pub address: SocketAddr,
+    /// Bearer token every call must carry, read from `token_file` at load time.
+    pub token: Option<String>,
+}
+
+/// How a health check talks to a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthCheckKind {
+    /// A TCP connect.
+    Tcp,
+    /// An HTTP GET whose status must be in `expect`.
+    Http,
+}
+
+/// Active health checks of a cluster (JServ watchdog, HAProxy `check`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthCheck {
+    pub kind: HealthCheckKind,
+    pub path: String,
+    /// `Host` header of the check; the server's address when absent.
+    pub host: Option<String>,
+    /// Accepted statuses, inclusive.
+    pub expect: (u16, u16),
+    pub interval: Duration,
+    pub timeout: Duration,
+    /// Consecutive passes that bring a down server up.
+    pub rise: u32,
+    /// Consecutive failures that take an up server down.
+    pub fall: u32,
 }
 
 /// Pingora's server settings, from the `server:` section.
@@ -121,6 +158,10 @@ pub struct Cluster {
     pub private_headers: bool,
     /// WebSphere: most partitions the partition table holds.
     pub partition_table_max: usize,
+    pub health_check: Option<HealthCheck>,
+    /// Upstream statuses that count as a failure for idempotent requests: the next server
+    /// is tried (mod_jk `fail_on_status`, nginx `proxy_next_upstream http_503`).
+    pub fail_on_status: Vec<u16>,
     pub servers: Vec<Server>,
 }
 

@@ -4,7 +4,7 @@
 //! reported, not only the first. An item that fails to deserialise is kept as `None`.
 
 use super::error::ConfigError;
-use super::model::{Balance, ServerState, SessionStyle};
+use super::model::{Balance, HealthCheckKind, ServerState, SessionStyle};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_yaml::Value;
@@ -17,6 +17,7 @@ struct RawTop {
     state_dir: Option<String>,
     listeners: Option<Value>,
     clusters: Option<Value>,
+    admin: Option<Value>,
 }
 
 #[derive(Default)]
@@ -25,6 +26,7 @@ pub struct RawConfig {
     pub state_dir: Option<String>,
     pub listeners: Vec<Option<RawListener>>,
     pub clusters: Vec<RawClusterItem>,
+    pub admin: Option<RawAdmin>,
 }
 
 /// A cluster and its servers, deserialised separately so that a bad cluster field does
@@ -76,6 +78,30 @@ pub struct RawCluster {
     pub read_timeout: Option<String>,
     pub idle_timeout: Option<String>,
     pub websphere: Option<RawWebsphere>,
+    pub health_check: Option<RawHealthCheck>,
+    pub fail_on_status: Option<Vec<u16>>,
+}
+
+/// The admin API listener (`admin:`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdmin {
+    pub address: String,
+    pub token_file: Option<String>,
+}
+
+/// Active health checks of a cluster (`health_check:`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHealthCheck {
+    pub kind: Option<HealthCheckKind>,
+    pub path: Option<String>,
+    pub host: Option<String>,
+    pub expect: Option<Value>,
+    pub interval: Option<String>,
+    pub timeout: Option<String>,
+    pub rise: Option<u32>,
+    pub fall: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -170,7 +196,12 @@ impl RawConfig {
             Some(v) => item(v, "server", errors),
         };
         let clusters = clusters(top.clusters, errors);
+        let admin = match top.admin {
+            None | Some(Value::Null) => None,
+            Some(v) => item(v, "admin", errors),
+        };
         RawConfig {
+            admin,
             server: server.unwrap_or_default(),
             state_dir: top.state_dir,
             listeners: list(top.listeners, "listeners", errors),

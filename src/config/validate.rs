@@ -3,20 +3,21 @@
 use super::duration::parse_duration;
 use super::error::ConfigError;
 use super::model::*;
+use super::operations;
 use super::raw::{RawCluster, RawConfig, RawServer, RawServerSettings};
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 /// Collects errors for one config while it is being validated.
-struct Check<'a>(&'a mut Vec<ConfigError>);
+pub(super) struct Check<'a>(pub &'a mut Vec<ConfigError>);
 
 impl Check<'_> {
-    fn err(&mut self, path: impl Into<String>, message: impl Into<String>) {
+    pub fn err(&mut self, path: impl Into<String>, message: impl Into<String>) {
         self.0.push(ConfigError::new(path, message));
     }
 
-    fn duration(&mut self, path: String, text: Option<&str>, default: Duration) -> Duration {
+    pub fn duration(&mut self, path: String, text: Option<&str>, default: Duration) -> Duration {
         match text.map(parse_duration) {
             None => default,
             Some(Ok(d)) => d,
@@ -126,7 +127,11 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
         check.err("listeners", "at least one listener is required");
     }
 
+    let admin = raw
+        .admin
+        .map(|a| operations::admin(a, &listeners, &mut check));
     Config {
+        admin,
         server,
         state_dir: raw.state_dir.map(Into::into),
         listeners,
@@ -276,6 +281,10 @@ fn cluster(
         clone_separator,
         private_headers: websphere.and_then(|w| w.private_headers).unwrap_or(false),
         partition_table_max,
+        health_check: c
+            .health_check
+            .map(|h| operations::health_check(h, &format!("{path}.health_check"), check)),
+        fail_on_status: operations::fail_on_status(c.fail_on_status, path, check),
         servers,
     }
 }

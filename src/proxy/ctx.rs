@@ -18,6 +18,8 @@ pub struct RequestCtx {
     pub rejected: Option<Reject>,
     /// A reused upstream connection broke: send the retry to the same server.
     pub retry_same: bool,
+    /// The server answered a `fail_on_status` status: the retry goes elsewhere.
+    pub status_failure: bool,
 }
 
 impl RequestCtx {

@@ -4,7 +4,7 @@
 //! failures now; health checks and the admin API later). No locks.
 
 use crate::config::ServerState;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
 /// Health as the router sees it at one instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +25,8 @@ pub struct ServerLive {
     inflight: AtomicU64,
     requests: AtomicU64,
     failures: AtomicU64,
+    /// State or weight was changed at run time (admin API): a reload keeps them.
+    runtime_override: AtomicBool,
 }
 
 fn encode(state: ServerState) -> u8 {
@@ -52,6 +54,7 @@ impl ServerLive {
             inflight: AtomicU64::new(0),
             requests: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+            runtime_override: AtomicBool::new(false),
         }
     }
 
@@ -65,6 +68,30 @@ impl ServerLive {
 
     pub fn weight(&self) -> u32 {
         self.weight.load(Relaxed)
+    }
+
+    /// An operator's change at run time; kept across reloads.
+    pub fn override_state(&self, state: ServerState) {
+        self.runtime_override.store(true, Relaxed);
+        self.set_state(state);
+    }
+
+    /// An operator's weight change at run time; kept across reloads.
+    pub fn override_weight(&self, weight: u32) {
+        self.runtime_override.store(true, Relaxed);
+        self.weight.store(weight, Relaxed);
+    }
+
+    pub fn is_overridden(&self) -> bool {
+        self.runtime_override.load(Relaxed)
+    }
+
+    /// Takes the config's state and weight, unless an operator changed them at run time.
+    pub fn apply_config(&self, state: ServerState, weight: u32) {
+        if !self.is_overridden() {
+            self.set_state(state);
+            self.weight.store(weight, Relaxed);
+        }
     }
 
     pub fn health(&self) -> Health {

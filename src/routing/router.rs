@@ -10,7 +10,7 @@ use super::ring::Ring;
 use super::session_id::{cookie_values, path_parameter};
 use super::tried::Tried;
 use super::wrr::Schedule;
-use crate::config::{Balance, Cluster, Server, SessionStyle};
+use crate::config::{Balance, Cluster, HealthCheck, Server, SessionStyle};
 use http::header::{HeaderMap, HeaderName, COOKIE};
 use pick::{Pending, Pick};
 use std::collections::HashMap;
@@ -40,7 +40,9 @@ impl Pool {
             .iter()
             .map(|&i| (i, servers[i].config.address, servers[i].config.weight))
             .collect();
-        let weights: Vec<u32> = members.iter().map(|&i| servers[i].config.weight).collect();
+        // New sessions follow the live weight (the admin API may change it); the hash ring
+        // keeps the configured one, so orphaned sessions do not move on a weight change.
+        let weights: Vec<u32> = members.iter().map(|&i| servers[i].live.weight()).collect();
         Pool {
             ring: Ring::new(&ring_members),
             schedule: Schedule::new(&weights),
@@ -78,6 +80,8 @@ pub struct ClusterRouter {
     /// WebSphere clusters only; shared with the previous router across reloads.
     partitions: Option<Arc<PartitionTable>>,
     private_headers: bool,
+    health_check: Option<HealthCheck>,
+    fail_on_status: Box<[u16]>,
     domains: HashMap<Box<[u8]>, ()>,
     primaries: Pool,
     backups: Pool,
@@ -92,10 +96,15 @@ impl ClusterRouter {
             .servers
             .iter()
             .map(|s| ServerSlot {
-                live: previous
+                live: match previous
                     .and_then(|p| p.servers.iter().find(|o| o.config.name == s.name))
-                    .map(|o| o.live.clone())
-                    .unwrap_or_else(|| Arc::new(ServerLive::new(s.state, s.weight))),
+                {
+                    Some(old) => {
+                        old.live.apply_config(s.state, s.weight);
+                        old.live.clone()
+                    }
+                    None => Arc::new(ServerLive::new(s.state, s.weight)),
+                },
                 config: s.clone(),
             })
             .collect();
@@ -137,7 +146,11 @@ impl ClusterRouter {
             sticky_force: cfg.sticky_force,
             max_attempts: cfg.max_attempts,
             balance: cfg.balance,
-            recover_after_ms: cfg.recover_after.as_millis() as u64,
+            // With active checks the check decides when a server is back: no probes.
+            recover_after_ms: match cfg.health_check {
+                Some(_) => u64::MAX,
+                None => cfg.recover_after.as_millis() as u64,
+            },
             clone_separator: cfg.clone_separator,
             primaries: Pool::new(&servers, false),
             backups: Pool::new(&servers, true),
@@ -147,6 +160,8 @@ impl ClusterRouter {
             clone_tags,
             partitions,
             private_headers: cfg.private_headers,
+            health_check: cfg.health_check.clone(),
+            fail_on_status: cfg.fail_on_status.clone().into(),
             domains,
             cursor: AtomicU64::new(0),
         }
@@ -158,6 +173,16 @@ impl ClusterRouter {
 
     pub fn timeouts(&self) -> Timeouts {
         self.timeouts
+    }
+
+    /// Active health check settings, when the cluster has them.
+    pub fn health_check(&self) -> Option<&HealthCheck> {
+        self.health_check.as_ref()
+    }
+
+    /// Upstream statuses that count as a failure (idempotent requests try the next server).
+    pub fn fails_on(&self, status: u16) -> bool {
+        self.fail_on_status.contains(&status)
     }
 
     /// Is this a WebSphere cluster (partition table, `$WSFO`)?

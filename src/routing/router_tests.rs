@@ -72,6 +72,8 @@ fn cluster(names: &[&str]) -> Cluster {
         clone_separator: b':',
         private_headers: false,
         partition_table_max: 1_000,
+        health_check: None,
+        fail_on_status: vec![],
         servers: names
             .iter()
             .enumerate()

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::server::{lock, Handler, Request, SimResponse, SimServer};
@@ -23,6 +24,9 @@ struct Tomcat {
     /// Session id → number of requests seen in that session. Outlives stop/restart.
     sessions: Mutex<HashMap<String, u64>>,
     ids: IdGen,
+    /// When non-zero, every request (but `/health`) is answered with this status and no
+    /// session work, like an application that is deploying or failing.
+    status: AtomicU16,
 }
 
 impl TomcatSim {
@@ -33,6 +37,7 @@ impl TomcatSim {
             route: jvm_route.to_string(),
             sessions: Mutex::default(),
             ids: IdGen::new(),
+            status: AtomicU16::new(0),
         });
         let server = SimServer::start(app.clone())?;
         Ok(TomcatSim { server, app })
@@ -75,6 +80,11 @@ impl TomcatSim {
         self.server.connections()
     }
 
+    /// Makes the application answer every request with `status` (0: back to normal).
+    pub fn set_status(&self, status: u16) {
+        self.app.status.store(status, Ordering::Relaxed);
+    }
+
     /// Number of sessions this server holds.
     pub fn session_count(&self) -> usize {
         lock(&self.app.sessions).len()
@@ -88,6 +98,12 @@ impl TomcatSim {
 
 impl Handler for Tomcat {
     fn handle(&self, req: &Request) -> SimResponse {
+        let status = self.status.load(Ordering::Relaxed);
+        if status != 0 {
+            let mut resp = SimResponse::ok(format!("server={} status={status}\n", self.name));
+            resp.status = status;
+            return resp.header("X-Server", &self.name);
+        }
         let (id, count) = self.touch_session(&requested_ids(&req.path, &req.headers));
         let mut resp =
             SimResponse::ok(format!("server={} session={id} count={count}\n", self.name));

@@ -1,0 +1,193 @@
+//! The admin API (DESIGN section 6), on its own listener: status, drain/stop/activate,
+//! weight, reload. Like mod_jk's status worker or HAProxy's runtime API, but JSON.
+//!
+//! Every call needs `Authorization: Bearer <token>` when a token is configured. Errors are
+//! JSON `{"error": "..."}` with 400 (bad value), 401, 404 (unknown path, cluster or server)
+//! or 405. Every change is logged with the caller's address.
+
+mod auth;
+
+use crate::config::ServerState;
+use crate::control::{state_name, Control, ControlError};
+use async_trait::async_trait;
+use http::{Method, Response, StatusCode};
+use log::{info, warn};
+use pingora_core::apps::http_app::ServeHttp;
+use pingora_core::protocols::http::ServerSession;
+use std::sync::Arc;
+
+/// Largest request body read (a weight is a few bytes).
+const MAX_BODY: usize = 1024;
+
+pub struct AdminApp {
+    control: Arc<Control>,
+}
+
+impl AdminApp {
+    pub fn new(control: Arc<Control>) -> Self {
+        AdminApp { control }
+    }
+}
+
+fn json(status: StatusCode, body: serde_json::Value) -> Response<Vec<u8>> {
+    let mut bytes = serde_json::to_vec_pretty(&body).unwrap_or_default();
+    bytes.push(b'\n');
+    Response::builder()
+        .status(status)
+        .header("Content-Type", "application/json")
+        .header("Content-Length", bytes.len())
+        .header("Cache-Control", "no-store")
+        .body(bytes)
+        .unwrap_or_default()
+}
+
+fn error(status: StatusCode, message: impl std::fmt::Display) -> Response<Vec<u8>> {
+    json(status, serde_json::json!({ "error": message.to_string() }))
+}
+
+fn control_error(e: ControlError) -> Response<Vec<u8>> {
+    match e {
+        ControlError::UnknownCluster(_) | ControlError::UnknownServer(..) => {
+            error(StatusCode::NOT_FOUND, e)
+        }
+        ControlError::BadConfig(errors) => {
+            let list: Vec<String> = errors
+                .errors
+                .iter()
+                .map(|e| match e.position {
+                    Some((l, c)) => format!("{}:{l}:{c}: {}: {}", errors.file, e.path, e.message),
+                    None => format!("{}: {}: {}", errors.file, e.path, e.message),
+                })
+                .collect();
+            json(
+                StatusCode::BAD_REQUEST,
+                serde_json::json!({ "error": "the new config is invalid; the running config stays", "errors": list }),
+            )
+        }
+        ControlError::BadWeight | ControlError::NoConfigFile => error(StatusCode::BAD_REQUEST, e),
+    }
+}
+
+/// Reads the request body, refusing more than `MAX_BODY` bytes.
+async fn body(session: &mut ServerSession) -> Result<Vec<u8>, Response<Vec<u8>>> {
+    let mut out = Vec::new();
+    loop {
+        match session.read_request_body().await {
+            Ok(Some(chunk)) => {
+                out.extend_from_slice(&chunk);
+                if out.len() > MAX_BODY {
+                    return Err(error(StatusCode::PAYLOAD_TOO_LARGE, "body too large"));
+                }
+            }
+            Ok(None) => return Ok(out),
+            Err(e) => {
+                return Err(error(
+                    StatusCode::BAD_REQUEST,
+                    format!("cannot read body: {e}"),
+                ))
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl ServeHttp for AdminApp {
+    async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+        let peer = session
+            .client_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| "unknown".into());
+        let config = self.control.config();
+        let token = config.admin.as_ref().and_then(|a| a.token.as_deref());
+        let authorization = session
+            .req_header()
+            .headers
+            .get(http::header::AUTHORIZATION);
+        if !auth::allowed(token, authorization.map(|v| v.as_bytes())) {
+            warn!("admin: refused a call from {peer}: missing or wrong token");
+            let mut resp = error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
+            resp.headers_mut()
+                .insert("WWW-Authenticate", http::HeaderValue::from_static("Bearer"));
+            return resp;
+        }
+        let method = session.req_header().method.clone();
+        let path = session.req_header().uri.path().to_string();
+        let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+        match (&method, parts.as_slice()) {
+            (&Method::GET, ["status"]) => json(StatusCode::OK, self.control.status()),
+            (&Method::POST, ["reload"]) => match self.control.reload() {
+                Ok(report) => {
+                    info!(
+                        "admin: {peer} reloaded the config; needs upgrade: {:?}",
+                        report.needs_upgrade
+                    );
+                    json(
+                        StatusCode::OK,
+                        serde_json::json!({ "reloaded": true, "needs_upgrade": report.needs_upgrade }),
+                    )
+                }
+                Err(e) => {
+                    warn!("admin: {peer} asked for a reload that failed: {e}");
+                    control_error(e)
+                }
+            },
+            (&Method::POST, ["clusters", cluster, "servers", server, action]) => {
+                let state = match *action {
+                    "drain" => ServerState::Draining,
+                    "stop" => ServerState::Stopped,
+                    "activate" => ServerState::Active,
+                    _ => {
+                        return error(
+                            StatusCode::NOT_FOUND,
+                            format!("unknown action `{action}` (drain, stop, activate)"),
+                        )
+                    }
+                };
+                match self.control.set_state(cluster, server, state) {
+                    Ok(before) => {
+                        info!(
+                            "admin: {peer} set {cluster}/{server} to {} (was {})",
+                            state_name(state),
+                            state_name(before)
+                        );
+                        json(
+                            StatusCode::OK,
+                            serde_json::json!({ "cluster": cluster, "server": server, "state": state_name(state), "previous": state_name(before) }),
+                        )
+                    }
+                    Err(e) => control_error(e),
+                }
+            }
+            (&Method::PUT, ["clusters", cluster, "servers", server, "weight"]) => {
+                let body = match body(session).await {
+                    Ok(b) => b,
+                    Err(resp) => return resp,
+                };
+                let weight = std::str::from_utf8(&body)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u32>().ok());
+                let Some(weight) = weight else {
+                    return control_error(ControlError::BadWeight);
+                };
+                match self.control.set_weight(cluster, server, weight) {
+                    Ok(before) => {
+                        info!("admin: {peer} set the weight of {cluster}/{server} to {weight} (was {before})");
+                        json(
+                            StatusCode::OK,
+                            serde_json::json!({ "cluster": cluster, "server": server, "weight": weight, "previous": before }),
+                        )
+                    }
+                    Err(e) => control_error(e),
+                }
+            }
+            (_, ["status"] | ["reload"] | ["clusters", _, "servers", _, _]) => error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!("{method} is not allowed on {path}"),
+            ),
+            _ => error(
+                StatusCode::NOT_FOUND,
+                format!("no such endpoint: {method} {path}"),
+            ),
+        }
+    }
+}

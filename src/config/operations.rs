@@ -1,0 +1,148 @@
+//! Validation of the operating sections: the admin API, health checks, `fail_on_status`.
+
+use super::model::{Admin, HealthCheck, HealthCheckKind, Listener};
+use super::raw::{RawAdmin, RawHealthCheck};
+use super::validate::Check;
+use serde_yaml::Value;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+pub(super) fn admin(raw: RawAdmin, listeners: &[Listener], check: &mut Check) -> Admin {
+    let address = match raw.address.parse::<SocketAddr>() {
+        Ok(a) => {
+            if listeners.iter().any(|l| l.address == a) {
+                check.err(
+                    "admin.address",
+                    format!("`{a}` is also a listener's address"),
+                );
+            }
+            a
+        }
+        Err(_) => {
+            check.err(
+                "admin.address",
+                format!("`{}` is not an IP:port address", raw.address),
+            );
+            SocketAddr::from(([127, 0, 0, 1], 0))
+        }
+    };
+    let token = raw
+        .token_file
+        .and_then(|file| match std::fs::read_to_string(&file) {
+            Ok(text) if !text.trim().is_empty() => Some(text.trim().to_string()),
+            Ok(_) => {
+                check.err("admin.token_file", format!("`{file}` is empty"));
+                None
+            }
+            Err(e) => {
+                check.err("admin.token_file", format!("cannot read `{file}`: {e}"));
+                None
+            }
+        });
+    Admin { address, token }
+}
+
+/// `200`, `"200-399"` or `"2xx"`.
+fn status_range(value: &Value) -> Option<(u16, u16)> {
+    let text = match value {
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.trim().to_string(),
+        _ => return None,
+    };
+    let range = if let Some(class) = text.strip_suffix("xx") {
+        let c: u16 = class.parse().ok()?;
+        (c * 100, c * 100 + 99)
+    } else if let Some((lo, hi)) = text.split_once('-') {
+        (lo.trim().parse().ok()?, hi.trim().parse().ok()?)
+    } else {
+        let s = text.parse().ok()?;
+        (s, s)
+    };
+    (100 <= range.0 && range.0 <= range.1 && range.1 <= 599).then_some(range)
+}
+
+pub(super) fn health_check(raw: RawHealthCheck, path: &str, check: &mut Check) -> HealthCheck {
+    let expect = match &raw.expect {
+        None => (200, 399),
+        Some(v) => status_range(v).unwrap_or_else(|| {
+            check.err(
+                format!("{path}.expect"),
+                "must be a status (200), a range (200-399) or a class (2xx)",
+            );
+            (200, 399)
+        }),
+    };
+    let interval = check.duration(
+        format!("{path}.interval"),
+        raw.interval.as_deref(),
+        Duration::from_secs(5),
+    );
+    let timeout = check.duration(
+        format!("{path}.timeout"),
+        raw.timeout.as_deref(),
+        Duration::from_secs(1),
+    );
+    if interval.is_zero() {
+        check.err(format!("{path}.interval"), "must be more than 0");
+    }
+    if timeout.is_zero() || timeout > interval {
+        check.err(
+            format!("{path}.timeout"),
+            "must be more than 0 and at most the interval",
+        );
+    }
+    let (rise, fall) = (raw.rise.unwrap_or(2), raw.fall.unwrap_or(2));
+    for (field, v) in [("rise", rise), ("fall", fall)] {
+        if !(1..=100).contains(&v) {
+            check.err(format!("{path}.{field}"), "must be between 1 and 100");
+        }
+    }
+    let check_path = raw.path.unwrap_or_else(|| "/".into());
+    if !check_path.starts_with('/')
+        || http::uri::PathAndQuery::try_from(check_path.as_str()).is_err()
+    {
+        check.err(
+            format!("{path}.path"),
+            format!("`{check_path}` is not a request path"),
+        );
+    }
+    HealthCheck {
+        kind: raw.kind.unwrap_or(HealthCheckKind::Tcp),
+        path: check_path,
+        host: raw.host,
+        expect,
+        interval,
+        timeout,
+        rise,
+        fall,
+    }
+}
+
+pub(super) fn fail_on_status(raw: Option<Vec<u16>>, path: &str, check: &mut Check) -> Vec<u16> {
+    let statuses = raw.unwrap_or_default();
+    for (i, s) in statuses.iter().enumerate() {
+        if !(400..=599).contains(s) {
+            check.err(
+                format!("{path}.fail_on_status[{i}]"),
+                "must be a 4xx or 5xx status",
+            );
+        }
+    }
+    statuses
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_ranges() {
+        let v = |s: &str| serde_yaml::from_str::<Value>(s).unwrap();
+        assert_eq!(status_range(&v("200")), Some((200, 200)));
+        assert_eq!(status_range(&v("\"200-399\"")), Some((200, 399)));
+        assert_eq!(status_range(&v("2xx")), Some((200, 299)));
+        assert_eq!(status_range(&v("\"399-200\"")), None);
+        assert_eq!(status_range(&v("700")), None);
+        assert_eq!(status_range(&v("ok")), None);
+    }
+}

@@ -1,0 +1,236 @@
+//! Run-time control shared by the admin API and signals: server states and weights,
+//! config reloads, and the status report. Nothing here runs on the request path.
+//!
+//! A change that affects balancing (a weight) or the whole config (a reload) builds a new
+//! routing snapshot from the current config, carrying live state over by name, and swaps
+//! it in; requests in flight keep the snapshot they started with.
+
+use crate::config::{self, Config, ConfigErrors, ServerState};
+use crate::routing::{Health, ServerSlot};
+use crate::snapshot::{SharedSnapshot, Snapshot};
+use arc_swap::ArcSwap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// Why a control call was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("unknown cluster `{0}`")]
+    UnknownCluster(String),
+    #[error("unknown server `{1}` in cluster `{0}`")]
+    UnknownServer(String, String),
+    #[error("weight must be a whole number between 1 and {max}", max = config::MAX_WEIGHT)]
+    BadWeight,
+    #[error("this tether was started without a config file; nothing to reload")]
+    NoConfigFile,
+    #[error("{0}")]
+    BadConfig(Box<ConfigErrors>),
+}
+
+/// What a successful reload did.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct ReloadReport {
+    /// Settings that differ in the new file but only take effect after a binary upgrade.
+    pub needs_upgrade: Vec<String>,
+}
+
+pub struct Control {
+    config: ArcSwap<Config>,
+    snapshot: SharedSnapshot,
+    path: Option<PathBuf>,
+    /// Serialises changes that rebuild the snapshot (reload, weight), so none is lost.
+    rebuild: Mutex<()>,
+}
+
+impl Control {
+    pub fn new(config: Config, snapshot: SharedSnapshot, path: Option<PathBuf>) -> Self {
+        Control {
+            config: ArcSwap::from_pointee(config),
+            snapshot,
+            path,
+            rebuild: Mutex::new(()),
+        }
+    }
+
+    pub fn snapshot(&self) -> &SharedSnapshot {
+        &self.snapshot
+    }
+
+    pub fn config(&self) -> Arc<Config> {
+        self.config.load_full()
+    }
+
+    fn with_server<T>(
+        &self,
+        cluster: &str,
+        server: &str,
+        f: impl FnOnce(&ServerSlot) -> T,
+    ) -> Result<T, ControlError> {
+        let snapshot = self.snapshot.load();
+        let router = snapshot
+            .clusters
+            .iter()
+            .find(|r| r.name == cluster)
+            .ok_or_else(|| ControlError::UnknownCluster(cluster.into()))?;
+        let slot = router
+            .servers()
+            .iter()
+            .find(|s| s.config.name == server)
+            .ok_or_else(|| ControlError::UnknownServer(cluster.into(), server.into()))?;
+        Ok(f(slot))
+    }
+
+    /// Sets a server's state (drain, stop, activate); kept across reloads.
+    pub fn set_state(
+        &self,
+        cluster: &str,
+        server: &str,
+        state: ServerState,
+    ) -> Result<ServerState, ControlError> {
+        self.with_server(cluster, server, |slot| {
+            let before = slot.live.state();
+            slot.live.override_state(state);
+            before
+        })
+    }
+
+    /// Sets a server's weight for new sessions; kept across reloads.
+    pub fn set_weight(
+        &self,
+        cluster: &str,
+        server: &str,
+        weight: u32,
+    ) -> Result<u32, ControlError> {
+        if !(1..=config::MAX_WEIGHT).contains(&weight) {
+            return Err(ControlError::BadWeight);
+        }
+        let _guard = self.rebuild.lock().unwrap_or_else(|e| e.into_inner());
+        let before = self.with_server(cluster, server, |slot| {
+            let before = slot.live.weight();
+            slot.live.override_weight(weight);
+            before
+        })?;
+        // The balancing schedule is built from weights: rebuild it off the request path.
+        let current = self.snapshot.load_full();
+        self.snapshot.store(Arc::new(Snapshot::build(
+            &self.config.load(),
+            Some(&current),
+        )));
+        Ok(before)
+    }
+
+    /// Reads, validates and applies the config file. On error the running config stays.
+    pub fn reload(&self) -> Result<ReloadReport, ControlError> {
+        let path = self.path.as_ref().ok_or(ControlError::NoConfigFile)?;
+        let new = config::load(path).map_err(|e| ControlError::BadConfig(Box::new(e)))?;
+        let _guard = self.rebuild.lock().unwrap_or_else(|e| e.into_inner());
+        let old = self.config.load_full();
+        let report = ReloadReport {
+            needs_upgrade: fixed_at_start(&old, &new),
+        };
+        let current = self.snapshot.load_full();
+        let mut next = Snapshot::build(&new, Some(&current));
+        // Listeners are fixed at start: keep routing each one to its old cluster by name.
+        next.listeners = old
+            .listeners
+            .iter()
+            .map(|l| {
+                let name = &old.clusters[l.cluster].name;
+                let wanted = new
+                    .listeners
+                    .iter()
+                    .find(|n| n.name == l.name)
+                    .map(|n| &new.clusters[n.cluster].name)
+                    .unwrap_or(name);
+                next.clusters
+                    .iter()
+                    .position(|c| &c.name == wanted)
+                    .unwrap_or(0)
+            })
+            .collect();
+        self.snapshot.store(Arc::new(next));
+        self.config.store(Arc::new(new));
+        Ok(report)
+    }
+
+    /// The status report (`GET /status`).
+    pub fn status(&self) -> serde_json::Value {
+        let snapshot = self.snapshot.load();
+        let clusters: Vec<serde_json::Value> = snapshot
+            .clusters
+            .iter()
+            .map(|r| {
+                let servers: Vec<serde_json::Value> = r
+                    .servers()
+                    .iter()
+                    .map(|s| {
+                        let health = match s.live.health() {
+                            Health::Up => "up",
+                            Health::Down { .. } => "down",
+                        };
+                        serde_json::json!({
+                            "name": s.config.name,
+                            "address": s.config.address.to_string(),
+                            "route": s.config.route,
+                            "clone_id": s.config.clone_id,
+                            "state": state_name(s.live.state()),
+                            "health": health,
+                            "weight": s.live.weight(),
+                            "backup": s.config.backup,
+                            "inflight": s.live.inflight(),
+                            "requests": s.live.requests(),
+                            "failures": s.live.failures(),
+                        })
+                    })
+                    .collect();
+                let table = r.partitions().map(|t| {
+                    serde_json::json!({
+                        "size": t.len(),
+                        "max": t.max(),
+                        "learned": t.learned(),
+                        "rejected": t.rejected(),
+                    })
+                });
+                serde_json::json!({
+                    "name": r.name,
+                    "health_checks": r.health_check().is_some(),
+                    "servers": servers,
+                    "partition_table": table,
+                })
+            })
+            .collect();
+        serde_json::json!({ "clusters": clusters })
+    }
+}
+
+pub fn state_name(state: ServerState) -> &'static str {
+    match state {
+        ServerState::Active => "active",
+        ServerState::Draining => "draining",
+        ServerState::Stopped => "stopped",
+    }
+}
+
+/// Settings Pingora fixes at start that differ between `old` and `new`.
+fn fixed_at_start(old: &Config, new: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    if old.server != new.server {
+        out.push("server (Pingora settings)".to_string());
+    }
+    let addrs = |c: &Config| {
+        c.listeners
+            .iter()
+            .map(|l| (l.name.clone(), l.address))
+            .collect::<Vec<_>>()
+    };
+    if addrs(old) != addrs(new) {
+        out.push("listeners (names or addresses)".to_string());
+    }
+    if old.admin.as_ref().map(|a| a.address) != new.admin.as_ref().map(|a| a.address) {
+        out.push("admin.address".to_string());
+    }
+    if old.state_dir != new.state_dir {
+        out.push("state_dir".to_string());
+    }
+    out
+}

@@ -1,0 +1,187 @@
+//! Active health checks (DESIGN section 4): TCP or HTTP checks from `pingora-load-balancing`
+//! run by one background service, with rise/fall thresholds, feeding each server's health.
+//!
+//! The service reads the current routing snapshot every tick, so servers added or removed
+//! by a reload are checked (or dropped) without restarting anything. Each server is checked
+//! when its interval is due; all due checks of a tick run concurrently, each bounded by the
+//! cluster's timeout. A transition is logged once, when it happens.
+
+use crate::config::{HealthCheck, HealthCheckKind};
+use crate::routing::{now_ms, Health, ServerSlot};
+use crate::snapshot::SharedSnapshot;
+use async_trait::async_trait;
+use log::{info, warn};
+use pingora_core::server::ShutdownWatch;
+use pingora_core::services::background::BackgroundService;
+use pingora_load_balancing::health_check::{HealthCheck as Probe, HttpHealthCheck, TcpHealthCheck};
+use pingora_load_balancing::Backend;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How often the service looks for due checks.
+const TICK: Duration = Duration::from_millis(100);
+
+/// Consecutive results of one server's checks.
+#[derive(Default)]
+struct Streak {
+    next_due: Option<Instant>,
+    passes: u32,
+    failures: u32,
+}
+
+pub struct HealthChecker {
+    snapshot: SharedSnapshot,
+    /// Per (cluster, server): only this service's task touches it.
+    streaks: Mutex<HashMap<(String, String), Streak>>,
+}
+
+/// Builds the pingora-load-balancing check for a cluster's settings.
+fn probe(hc: &HealthCheck, server: &ServerSlot) -> Box<dyn Probe + Send + Sync> {
+    match hc.kind {
+        HealthCheckKind::Tcp => {
+            let mut check = TcpHealthCheck::new();
+            check.peer_template.options.connection_timeout = Some(hc.timeout);
+            check
+        }
+        HealthCheckKind::Http => {
+            let host = hc
+                .host
+                .clone()
+                .unwrap_or_else(|| server.config.address.to_string());
+            let mut check = HttpHealthCheck::new(&host, false);
+            check.peer_template.options.connection_timeout = Some(hc.timeout);
+            check.peer_template.options.read_timeout = Some(hc.timeout);
+            if let Ok(mut req) = pingora_http::RequestHeader::build("GET", hc.path.as_bytes(), None)
+            {
+                let _ = req.insert_header("Host", &host);
+                let _ = req.insert_header("User-Agent", "tether-health-check");
+                check.req = req;
+            }
+            let (lo, hi) = hc.expect;
+            check.validator = Some(Box::new(move |resp| {
+                let status = resp.status.as_u16();
+                if (lo..=hi).contains(&status) {
+                    Ok(())
+                } else {
+                    pingora_error::Error::e_explain(
+                        pingora_error::ErrorType::CustomCode("unexpected status", status),
+                        "health check",
+                    )
+                }
+            }));
+            Box::new(check)
+        }
+    }
+}
+
+/// Runs one check within the timeout; `Err` carries a short reason for the log.
+async fn run_check(hc: &HealthCheck, server: &ServerSlot) -> Result<(), String> {
+    let backend = Backend {
+        addr: pingora_core::protocols::l4::socket::SocketAddr::Inet(server.config.address),
+        weight: 1,
+        ext: Default::default(),
+    };
+    let check = probe(hc, server);
+    match tokio::time::timeout(hc.timeout, check.check(&backend)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {:?}", hc.timeout)),
+    }
+}
+
+impl HealthChecker {
+    pub fn new(snapshot: SharedSnapshot) -> Self {
+        HealthChecker {
+            snapshot,
+            streaks: Mutex::default(),
+        }
+    }
+
+    /// Runs every check that is due, then applies the results.
+    async fn tick(&self) {
+        let snapshot = self.snapshot.load_full();
+        let now = Instant::now();
+        let mut due = Vec::new();
+        {
+            let mut streaks = self.streaks.lock().unwrap_or_else(|e| e.into_inner());
+            let mut alive = std::collections::HashSet::new();
+            for router in snapshot.clusters.iter() {
+                let Some(hc) = router.health_check() else {
+                    continue;
+                };
+                for (i, slot) in router.servers().iter().enumerate() {
+                    let key = (router.name.clone(), slot.config.name.clone());
+                    let streak = streaks.entry(key.clone()).or_default();
+                    if streak.next_due.is_none_or(|t| t <= now) {
+                        streak.next_due = Some(now + hc.interval);
+                        due.push((router.clone(), i));
+                    }
+                    alive.insert(key);
+                }
+            }
+            // Servers removed by a reload are forgotten.
+            streaks.retain(|k, _| alive.contains(k));
+        }
+        let results = futures::future::join_all(due.iter().map(|(router, i)| {
+            let hc = router.health_check().expect("filtered above");
+            run_check(hc, &router.servers()[*i])
+        }))
+        .await;
+        let mut streaks = self.streaks.lock().unwrap_or_else(|e| e.into_inner());
+        for ((router, i), result) in due.iter().zip(results) {
+            let hc = router.health_check().expect("filtered above");
+            let slot = &router.servers()[*i];
+            let key = (router.name.clone(), slot.config.name.clone());
+            let Some(streak) = streaks.get_mut(&key) else {
+                continue;
+            };
+            apply(hc, &router.name, slot, streak, result);
+        }
+    }
+}
+
+/// Counts the result and flips health when a threshold is reached.
+fn apply(
+    hc: &HealthCheck,
+    cluster: &str,
+    slot: &ServerSlot,
+    streak: &mut Streak,
+    result: Result<(), String>,
+) {
+    let name = &slot.config.name;
+    match result {
+        Ok(()) => {
+            streak.passes += 1;
+            streak.failures = 0;
+            if streak.passes >= hc.rise && slot.live.mark_up() {
+                info!(
+                    "cluster {cluster} server {name}: health check passed {} times: up",
+                    streak.passes
+                );
+            }
+        }
+        Err(reason) => {
+            streak.failures += 1;
+            streak.passes = 0;
+            let up = slot.live.health() == Health::Up;
+            if streak.failures >= hc.fall && up && slot.live.mark_down(now_ms()) {
+                warn!("cluster {cluster} server {name}: health check failed {} times ({reason}): down", streak.failures);
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl BackgroundService for HealthChecker {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => self.tick().await,
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+}
