@@ -79,9 +79,25 @@ impl Schedule {
         }
     }
 
-    /// The first member from step `k` on (at most one period) that `ok` accepts.
-    pub fn pick(&self, k: u64, mut ok: impl FnMut(usize) -> bool) -> Option<usize> {
-        (0..self.period())
+    /// A member that `ok` accepts, drawing steps from `next` (a shared cursor).
+    ///
+    /// A refused step is skipped rather than handed to its neighbour, so the members that
+    /// remain keep shares proportional to their weights. Concurrent callers draw from the
+    /// same cursor, so after one period of draws the rest of the period is scanned in
+    /// order: a member that can take the request is always found.
+    pub fn pick(
+        &self,
+        mut next: impl FnMut() -> u64,
+        mut ok: impl FnMut(usize) -> bool,
+    ) -> Option<usize> {
+        let mut k = 0;
+        for _ in 0..self.period() {
+            k = next();
+            if ok(self.at(k)) {
+                return Some(self.at(k));
+            }
+        }
+        (1..self.period())
             .map(|i| self.at(k.wrapping_add(i)))
             .find(|&m| ok(m))
     }
@@ -112,7 +128,7 @@ mod tests {
     fn shares(s: &Schedule, members: usize, picks: u64) -> Vec<u64> {
         let mut n = vec![0; members];
         for k in 0..picks {
-            n[s.pick(k, |_| true).unwrap()] += 1;
+            n[s.pick(|| k, |_| true).unwrap()] += 1;
         }
         n
     }
@@ -142,11 +158,39 @@ mod tests {
     }
 
     #[test]
-    fn pick_skips_members_that_refuse() {
-        let s = Schedule::new(&[1, 1, 2]);
-        for k in 0..16 {
-            assert_ne!(s.pick(k, |m| m != 2), Some(2));
+    fn refused_members_keep_the_others_in_proportion() {
+        // Weights 4:1:1 with the last member refusing: 4:1 exactly, not 5:1.
+        let s = Schedule::new(&[4, 1, 1]);
+        let mut cursor = 0u64;
+        let mut n = [0u32; 3];
+        for _ in 0..500 {
+            let m = s
+                .pick(
+                    || {
+                        cursor += 1;
+                        cursor - 1
+                    },
+                    |m| m != 2,
+                )
+                .unwrap();
+            n[m] += 1;
         }
-        assert_eq!(s.pick(0, |_| false), None);
+        assert_eq!(n, [400, 100, 0]);
+    }
+
+    #[test]
+    fn a_member_that_can_take_it_is_always_found() {
+        let s = Schedule::new(&[1, 1, 2]);
+        // A cursor that other callers keep advancing past the one usable member.
+        let mut k = 0u64;
+        let found = s.pick(
+            || {
+                k += 2;
+                k
+            },
+            |m| m == 1,
+        );
+        assert_eq!(found, Some(1));
+        assert_eq!(s.pick(|| 0, |_| false), None);
     }
 }

@@ -10,6 +10,8 @@ use tether::sim::{HttpClient, TomcatSim};
 /// A running tether process; killed when dropped.
 pub struct Tether {
     pub addr: SocketAddr,
+    /// The admin API, when started with `Opts::admin`.
+    pub admin: Option<SocketAddr>,
     pub dir: PathBuf,
     child: Child,
     /// The directory was given by the test (state to reuse); do not delete it.
@@ -57,6 +59,9 @@ pub struct Opts {
     pub top: String,
     pub log: Option<&'static str>,
     pub dir: Option<PathBuf>,
+    /// Start the admin API on a free port, with this token when given.
+    pub admin: bool,
+    pub admin_token: Option<&'static str>,
 }
 
 impl Tether {
@@ -75,13 +80,25 @@ impl Tether {
         std::fs::create_dir_all(&dir).unwrap();
         for _ in 0..3 {
             let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+            let admin = opts
+                .admin
+                .then(|| SocketAddr::from(([127, 0, 0, 1], free_port())));
+            let mut top = opts.top.clone();
+            if let Some(admin) = admin {
+                top.push_str(&format!("admin:\n  address: \"{admin}\"\n"));
+                if let Some(token) = opts.admin_token {
+                    let file = dir.join("admin.token");
+                    std::fs::write(&file, format!("{token}\n")).unwrap();
+                    top.push_str(&format!("  token_file: {}\n", file.display()));
+                }
+            }
             let yaml = format!(
                 "server:\n  threads: 2\n  grace_period_seconds: 0\n  graceful_shutdown_timeout_seconds: 1\n  \
                  pid_file: {d}/tether.pid\n  upgrade_sock: {d}/upgrade.sock\n{top}\
                  listeners:\n  - {{ name: web, address: \"{addr}\", cluster: shop }}\n\
                  clusters:\n  - name: shop\n{cluster}",
                 d = dir.display(),
-                top = opts.top,
+                top = top,
                 cluster = opts.cluster,
             );
             let conf = dir.join("tether.yaml");
@@ -104,8 +121,10 @@ impl Tether {
                 if let Ok(Some(_)) = child.try_wait() {
                     break;
                 }
-                if TcpStream::connect(addr).is_ok() {
+                let admin_up = admin.is_none_or(|a| TcpStream::connect(a).is_ok());
+                if TcpStream::connect(addr).is_ok() && admin_up {
                     return Tether {
+                        admin,
                         addr,
                         dir,
                         child,
@@ -145,6 +164,51 @@ impl Tether {
 
     pub fn client(&self) -> HttpClient {
         HttpClient::new(self.addr)
+    }
+
+    /// The config file tether was started with (tests rewrite it before a reload).
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.join("tether.yaml")
+    }
+
+    /// Calls the admin API; returns (status, JSON body).
+    pub async fn admin(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: &[u8],
+    ) -> (u16, serde_json::Value) {
+        let mut c = HttpClient::new(self.admin.expect("started with an admin API"));
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let mut headers: Vec<(&str, &[u8])> = Vec::new();
+        if let Some(a) = &auth {
+            headers.push(("Authorization", a.as_bytes()));
+        }
+        let resp = c
+            .request(method, path, &headers, body)
+            .await
+            .expect("admin call");
+        let json = serde_json::from_slice(&resp.body).unwrap_or(serde_json::Value::Null);
+        (resp.status, json)
+    }
+
+    /// `GET /status` of one server: (state, health, weight).
+    pub async fn server_status(&self, token: Option<&str>, server: &str) -> (String, String, u64) {
+        let (status, json) = self.admin("GET", "/status", token, b"").await;
+        assert_eq!(status, 200, "{json}");
+        let s = json["clusters"][0]["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == server)
+            .unwrap_or_else(|| panic!("no server {server} in {json}"))
+            .clone();
+        (
+            s["state"].as_str().unwrap().to_string(),
+            s["health"].as_str().unwrap().to_string(),
+            s["weight"].as_u64().unwrap(),
+        )
     }
 }
 

@@ -247,13 +247,13 @@ impl Pick<'_> {
     /// No session: balance among active, up primaries; backups when none can.
     pub fn new_session(&self) -> Decision {
         let r = self.router;
-        let k = r.cursor.fetch_add(1, Relaxed);
+        let next = || r.cursor.fetch_add(1, Relaxed);
         let pick = |pool: &Pool| match r.balance {
             Balance::Weighted => pool
                 .schedule
-                .pick(k, |m| self.new_ok(pool.members[m]))
+                .pick(next, |m| self.new_ok(pool.members[m]))
                 .map(|m| pool.members[m]),
-            Balance::LeastInflight => self.least_inflight(pool, k),
+            Balance::LeastInflight => self.least_inflight(pool, next()),
         };
         match pick(&r.primaries).or_else(|| pick(&r.backups)) {
             Some(server) => Decision::Route {

@@ -1,0 +1,231 @@
+//! The admin API over a real socket: states, weights, reload, token, malformed calls.
+
+mod common;
+
+use common::{server_line, tomcats, Opts, Tether};
+use std::collections::HashMap;
+
+const TOKEN: &str = "s3cret-token";
+const AUTH: Option<&str> = Some(TOKEN);
+
+fn cluster(sims: &[tether::sim::TomcatSim]) -> String {
+    let mut c = String::from("    servers:\n");
+    for s in sims {
+        c.push_str(&server_line(s, ""));
+    }
+    c
+}
+
+fn start(cluster: String) -> Tether {
+    Tether::start_with(Opts {
+        cluster,
+        admin: true,
+        admin_token: Some(TOKEN),
+        log: Some("warn,tether=info"),
+        ..Opts::default()
+    })
+}
+
+async fn new_sessions(t: &Tether, n: usize) -> HashMap<String, u32> {
+    let mut seen = HashMap::new();
+    let mut c = t.client();
+    for _ in 0..n {
+        let resp = c.get("/", &[]).await.unwrap();
+        assert_eq!(resp.status, 200);
+        *seen
+            .entry(resp.header("x-server").unwrap().to_string())
+            .or_default() += 1;
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_keeps_sticky_requests_and_stops_new_sessions() {
+    let sims = tomcats(3).await;
+    let t = start(cluster(&sims));
+    let (status, json) = t
+        .admin("POST", "/clusters/shop/servers/tc3/drain", AUTH, b"")
+        .await;
+    assert_eq!(status, 200, "{json}");
+    assert_eq!(json["state"], "draining");
+    assert_eq!(json["previous"], "active");
+    let seen = new_sessions(&t, 30).await;
+    assert_eq!(seen.get("tc3"), None, "{seen:?}");
+    let mut c = t.client();
+    for i in 0..10 {
+        let resp = c
+            .get("/", &[("Cookie", &format!("JSESSIONID=S{i}.tc3"))])
+            .await
+            .unwrap();
+        assert_eq!(
+            resp.header("x-server"),
+            Some("tc3"),
+            "its own sessions still reach it"
+        );
+    }
+    assert!(
+        t.log().contains("set shop/tc3 to draining (was active)"),
+        "{}",
+        t.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_sends_nothing_and_activate_brings_it_back() {
+    let sims = tomcats(3).await;
+    let t = start(cluster(&sims));
+    let (status, _) = t
+        .admin("POST", "/clusters/shop/servers/tc2/stop", AUTH, b"")
+        .await;
+    assert_eq!(status, 200);
+    let mut c = t.client();
+    for i in 0..20 {
+        let resp = c
+            .get("/", &[("Cookie", &format!("JSESSIONID=S{i}.tc2"))])
+            .await
+            .unwrap();
+        assert_eq!(resp.status, 200);
+        assert_ne!(resp.header("x-server"), Some("tc2"));
+    }
+    new_sessions(&t, 20).await;
+    assert_eq!(sims[1].requests(), 0, "a stopped server gets nothing");
+    let (status, _) = t
+        .admin("POST", "/clusters/shop/servers/tc2/activate", AUTH, b"")
+        .await;
+    assert_eq!(status, 200);
+    let seen = new_sessions(&t, 30).await;
+    assert_eq!(seen.get("tc2"), Some(&10), "{seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_weight_change_shifts_new_sessions() {
+    let sims = tomcats(3).await;
+    let t = start(cluster(&sims));
+    let (status, json) = t
+        .admin("PUT", "/clusters/shop/servers/tc1/weight", AUTH, b"3")
+        .await;
+    assert_eq!(status, 200, "{json}");
+    assert_eq!(
+        (json["weight"].as_u64(), json["previous"].as_u64()),
+        (Some(3), Some(1))
+    );
+    let seen = new_sessions(&t, 50).await;
+    assert_eq!(
+        (seen["tc1"], seen["tc2"], seen["tc3"]),
+        (30, 10, 10),
+        "3:1:1 over 50"
+    );
+    assert_eq!(t.server_status(AUTH, "tc1").await.2, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_is_required() {
+    let sims = tomcats(1).await;
+    let t = start(cluster(&sims));
+    for token in [
+        None,
+        Some("wrong"),
+        Some("s3cret-toke"),
+        Some("s3cret-token-and-more"),
+    ] {
+        let (status, json) = t.admin("GET", "/status", token, b"").await;
+        assert_eq!(status, 401, "{token:?}");
+        assert!(json["error"].is_string());
+        let (status, _) = t
+            .admin("POST", "/clusters/shop/servers/tc1/stop", token, b"")
+            .await;
+        assert_eq!(status, 401);
+    }
+    assert_eq!(
+        t.server_status(AUTH, "tc1").await.0,
+        "active",
+        "refused calls change nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_calls_get_4xx_and_change_nothing() {
+    let sims = tomcats(2).await;
+    let t = start(cluster(&sims));
+    let before = t.admin("GET", "/status", AUTH, b"").await.1;
+    let big = vec![b'1'; 5000];
+    let cases: &[(&str, &str, &[u8], u16)] = &[
+        ("POST", "/clusters/nope/servers/tc1/drain", b"", 404),
+        ("POST", "/clusters/shop/servers/nope/drain", b"", 404),
+        ("POST", "/clusters/shop/servers/tc1/explode", b"", 404),
+        ("PUT", "/clusters/shop/servers/tc1/weight", b"abc", 400),
+        ("PUT", "/clusters/shop/servers/tc1/weight", b"0", 400),
+        ("PUT", "/clusters/shop/servers/tc1/weight", b"1001", 400),
+        ("PUT", "/clusters/shop/servers/tc1/weight", b"-2", 400),
+        ("PUT", "/clusters/shop/servers/tc1/weight", b"2.5", 400),
+        ("PUT", "/clusters/shop/servers/tc1/weight", b"", 400),
+        ("PUT", "/clusters/shop/servers/tc1/weight", &big, 413),
+        ("PUT", "/clusters/shop/servers/nope/weight", b"2", 404),
+        ("GET", "/clusters/shop/servers/tc1/drain", b"", 405),
+        ("DELETE", "/status", b"", 405),
+        ("GET", "/nothing/here", b"", 404),
+        ("GET", "/", b"", 404),
+    ];
+    for (method, path, body, want) in cases {
+        let (status, json) = t.admin(method, path, AUTH, body).await;
+        assert_eq!(status, *want, "{method} {path}: {json}");
+        assert!(
+            json["error"].is_string(),
+            "{method} {path}: a JSON error body: {json}"
+        );
+    }
+    let after = t.admin("GET", "/status", AUTH, b"").await.1;
+    assert_eq!(before, after, "nothing changed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_applies_a_good_file_keeps_runtime_changes_and_rejects_a_bad_one() {
+    let sims = tomcats(3).await;
+    let t = start(cluster(&sims));
+    t.admin("POST", "/clusters/shop/servers/tc3/drain", AUTH, b"")
+        .await;
+    // The new file changes tc1's weight and removes nothing.
+    let text = std::fs::read_to_string(t.config_path()).unwrap();
+    let heavier = text.replacen(
+        &format!("{}\" }}", sims[0].addr()),
+        &format!("{}\", weight: 4 }}", sims[0].addr()),
+        1,
+    );
+    assert_ne!(text, heavier);
+    std::fs::write(t.config_path(), &heavier).unwrap();
+    let (status, json) = t.admin("POST", "/reload", AUTH, b"").await;
+    assert_eq!(status, 200, "{json}");
+    assert_eq!(json["needs_upgrade"], serde_json::json!([]));
+    assert_eq!(
+        t.server_status(AUTH, "tc1").await.2,
+        4,
+        "the new weight applies"
+    );
+    assert_eq!(
+        t.server_status(AUTH, "tc3").await.0,
+        "draining",
+        "runtime drain survives"
+    );
+    let seen = new_sessions(&t, 50).await;
+    assert_eq!(
+        (seen["tc1"], seen["tc2"]),
+        (40, 10),
+        "4:1, tc3 draining: {seen:?}"
+    );
+
+    std::fs::write(t.config_path(), heavier.replace("weight: 4", "weight: 0")).unwrap();
+    let (status, json) = t.admin("POST", "/reload", AUTH, b"").await;
+    assert_eq!(status, 400, "{json}");
+    let errors = json["errors"].as_array().unwrap();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.as_str().unwrap().contains("weight")),
+        "{json}"
+    );
+    assert_eq!(
+        t.server_status(AUTH, "tc1").await.2,
+        4,
+        "the running config stays"
+    );
+}
