@@ -80,6 +80,8 @@ async fn a_killed_server_leaves_rotation_within_one_interval_and_comes_back() {
         1,
         "one log line per transition:\n{log}"
     );
+    // Out of rotation at the first failed check, so within one interval (fall: 1).
+    assert!(log.contains("tc2: health check failed 1 times"), "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
