@@ -121,6 +121,12 @@ impl Control {
 
     /// Reads, validates and applies the config file. On error the running config stays.
     pub fn reload(&self) -> Result<ReloadReport, ControlError> {
+        let result = self.try_reload();
+        crate::metrics::reload_done(result.is_ok());
+        result
+    }
+
+    fn try_reload(&self) -> Result<ReloadReport, ControlError> {
         let path = self.path.as_ref().ok_or(ControlError::NoConfigFile)?;
         let new = config::load(path).map_err(|e| ControlError::BadConfig(Box::new(e)))?;
         let _guard = self.rebuild.lock().unwrap_or_else(|e| e.into_inner());
@@ -231,6 +237,12 @@ fn fixed_at_start(old: &Config, new: &Config) -> Vec<String> {
     }
     if old.state_dir != new.state_dir {
         out.push("state_dir".to_string());
+    }
+    if old.metrics != new.metrics {
+        out.push("metrics.address".to_string());
+    }
+    if old.access_log != new.access_log {
+        out.push("access_log".to_string());
     }
     out
 }

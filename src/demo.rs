@@ -75,7 +75,13 @@ pub fn run(listen: Option<SocketAddr>) -> ExitCode {
     println!("tether demo");
     println!("  http://{web} -> 3 simulated Tomcat servers (weights 1, 1, 2)");
     println!("  http://{was} -> 3 simulated WebSphere clones with memory-to-memory replication\n");
-    let (server, control) = build_server(config, None, RunOptions::default());
+    let (server, control) = match build_server(config, None, RunOptions::default()) {
+        Ok(built) => built,
+        Err(e) => {
+            eprintln!("tether demo: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let snapshot = control.snapshot().clone();
     std::thread::spawn(move || {
         rt.block_on(async move {

@@ -63,6 +63,11 @@ fn main() -> ExitCode {
         upgrade: cli.upgrade,
         daemon: cli.daemon,
     };
-    let (server, _control) = build_server(config, Some(path), run);
-    server.run_forever()
+    match build_server(config, Some(path), run) {
+        Ok((server, _control)) => server.run_forever(),
+        Err(e) => {
+            eprintln!("tether: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -11,6 +11,7 @@ mod websphere;
 
 pub use ctx::RequestCtx;
 
+use crate::access_log::{AccessLog, Record};
 use crate::routing::{now_ms, Decision, Reject};
 use crate::snapshot::SharedSnapshot;
 use async_trait::async_trait;
@@ -20,16 +21,26 @@ use pingora_core::Result;
 use pingora_error::{Error, ErrorType};
 use pingora_http::{RequestHeader, ResponseHeader};
 use pingora_proxy::{FailToProxy, ProxyHttp, Session};
+use std::sync::Arc;
 
 /// The proxy service of one listener.
 pub struct TetherProxy {
     snapshot: SharedSnapshot,
     listener: usize,
+    access_log: Option<Arc<AccessLog>>,
 }
 
 impl TetherProxy {
-    pub fn new(snapshot: SharedSnapshot, listener: usize) -> Self {
-        TetherProxy { snapshot, listener }
+    pub fn new(
+        snapshot: SharedSnapshot,
+        listener: usize,
+        access_log: Option<Arc<AccessLog>>,
+    ) -> Self {
+        TetherProxy {
+            snapshot,
+            listener,
+            access_log,
+        }
     }
 }
 
@@ -51,14 +62,21 @@ impl ProxyHttp for TetherProxy {
     type CTX = RequestCtx;
 
     fn new_ctx(&self) -> RequestCtx {
-        RequestCtx::default()
+        RequestCtx::new()
     }
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
         // WebSphere's private headers are never taken from a client (DESIGN section 3).
         websphere::strip_request(session.req_header_mut());
-        ctx.router = Some(self.snapshot.load().router_for(self.listener).clone());
-        match decide(session, ctx) {
+        {
+            let snapshot = self.snapshot.load();
+            let (router, metrics) = snapshot.cluster_for(self.listener);
+            ctx.router = Some(router.clone());
+            ctx.metrics = Some(metrics.clone());
+        }
+        let decision = decide(session, ctx);
+        ctx.count_decision(decision);
+        match decision {
             Decision::Reject(reason) => {
                 ctx.rejected = Some(reason);
                 respond::plain(session, 503, reason.body()).await?;
@@ -85,8 +103,17 @@ impl ProxyHttp for TetherProxy {
                     outcome: ctx.outcome.unwrap_or(crate::routing::Outcome::NewSession),
                 }
             }
-            _ => decide(session, ctx),
+            _ => {
+                let d = decide(session, ctx);
+                ctx.count_decision(d);
+                d
+            }
         };
+        if !ctx.tried.is_empty() {
+            if let Some(m) = &ctx.metrics {
+                m.retried();
+            }
+        }
         let (server, outcome) = match decision {
             Decision::Route { server, outcome } => (server, outcome),
             Decision::Reject(reason) => {
@@ -101,6 +128,7 @@ impl ProxyHttp for TetherProxy {
         ctx.tried.push(server);
         ctx.server = Some(server);
         ctx.outcome = Some(outcome);
+        ctx.connect_start = Some(std::time::Instant::now());
         let mut peer = HttpPeer::new(slot.config.address, false, String::new());
         let timeouts = router.timeouts();
         peer.options.connection_timeout = Some(timeouts.connect);
@@ -118,6 +146,9 @@ impl ProxyHttp for TetherProxy {
     ) -> Box<Error> {
         if let (Some(router), Some(i)) = (&ctx.router, ctx.server) {
             let slot = &router.servers()[i];
+            if let Some(m) = &ctx.metrics {
+                m.connect_failed(i);
+            }
             if slot.live.mark_down(now_ms()) {
                 warn!(
                     "cluster {} server {} ({}) marked down: {}",
@@ -161,7 +192,11 @@ impl ProxyHttp for TetherProxy {
         forwarded::set_forwarded(upstream_request, client.map(|a| a.ip()), false);
         if let Some(router) = ctx.router.as_ref().filter(|r| r.is_websphere()) {
             let local = session.server_addr().and_then(|a| a.as_inet()).copied();
-            websphere::tag_request(router, upstream_request, ctx.outcome, client, local);
+            let tagged =
+                websphere::tag_request(router, upstream_request, ctx.outcome, client, local);
+            if let (true, Some(m)) = (tagged, &ctx.metrics) {
+                m.wsfo_tagged();
+            }
         }
         Ok(())
     }
@@ -235,7 +270,50 @@ impl ProxyHttp for TetherProxy {
         }
     }
 
-    async fn logging(&self, _session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
+    async fn connected_to_upstream(
+        &self,
+        _session: &mut Session,
+        reused: bool,
+        _peer: &HttpPeer,
+        #[cfg(unix)] _fd: std::os::unix::io::RawFd,
+        #[cfg(windows)] _sock: std::os::windows::io::RawSocket,
+        _digest: Option<&pingora_core::protocols::Digest>,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        if let (false, Some(start), Some(m)) = (reused, ctx.connect_start, &ctx.metrics) {
+            m.connected(start.elapsed().as_secs_f64());
+        }
+        Ok(())
+    }
+
+    async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
+        let server = ctx.server;
         ctx.release();
+        let status = session.response_written().map_or(0, |r| r.status.as_u16());
+        let duration = ctx.start.elapsed();
+        if let Some(m) = &ctx.metrics {
+            // A refused request went to no server, whatever it tried.
+            let server = if ctx.rejected.is_some() { None } else { server };
+            m.request_done(server, status, duration.as_secs_f64());
+        }
+        if let Some(log) = &self.access_log {
+            let req = session.req_header();
+            log.log(Record {
+                time: std::time::SystemTime::now(),
+                client: session
+                    .client_addr()
+                    .and_then(|a| a.as_inet())
+                    .map(|a| a.ip()),
+                method: req.method.clone(),
+                uri: req.uri.clone(),
+                status,
+                duration,
+                router: ctx.router.clone(),
+                server,
+                outcome: ctx.outcome,
+                rejected: ctx.rejected.is_some(),
+                attempts: ctx.tried.len(),
+            });
+        }
     }
 }

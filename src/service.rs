@@ -1,9 +1,11 @@
 //! Builds the Pingora server for a validated config: settings, listeners, proxy services.
 
+use crate::access_log::AccessLog;
 use crate::admin::AdminApp;
 use crate::config::{Config, ServerSettings};
 use crate::control::Control;
 use crate::health::HealthChecker;
+use crate::metrics::{self, LiveCollector};
 use crate::persist::{self, Persister};
 use crate::proxy::TetherProxy;
 use crate::snapshot::{SharedSnapshot, Snapshot};
@@ -53,7 +55,7 @@ pub fn build_server(
     config: Config,
     path: Option<PathBuf>,
     run: RunOptions,
-) -> (Server, Arc<Control>) {
+) -> Result<(Server, Arc<Control>), String> {
     let opt = Opt {
         upgrade: run.upgrade,
         daemon: run.daemon,
@@ -67,6 +69,18 @@ pub fn build_server(
         let persister = Persister::new(snapshot.clone(), dir.clone(), PERSIST_INTERVAL);
         server.add_service(background_service("partition tables", persister));
     }
+    metrics::init(LiveCollector::new(snapshot.clone()));
+    if let Some(address) = config.metrics {
+        let mut service = pingora_prometheus::prometheus_http_service();
+        service.add_tcp(&address.to_string());
+        server.add_service(service);
+    }
+    let access_log = match &config.access_log {
+        Some(file) => Some(Arc::new(AccessLog::open(file).map_err(|e| {
+            format!("cannot open the access log {}: {e}", file.display())
+        })?)),
+        None => None,
+    };
     if config.clusters.iter().any(|c| c.health_check.is_some()) {
         let checker = HealthChecker::new(snapshot.clone());
         server.add_service(background_service("health checks", checker));
@@ -75,7 +89,7 @@ pub fn build_server(
         let name = format!("tether listener {}", listener.name);
         let mut service = pingora_proxy::http_proxy_service_with_name(
             &server.configuration,
-            TetherProxy::new(snapshot.clone(), i),
+            TetherProxy::new(snapshot.clone(), i, access_log.clone()),
             &name,
         );
         service.add_tcp(&listener.address.to_string());
@@ -88,5 +102,5 @@ pub fn build_server(
         admin.add_tcp(&address.to_string());
         server.add_service(admin);
     }
-    (server, control)
+    Ok((server, control))
 }

@@ -232,6 +232,8 @@ fn the_example_config_parses_to_what_it_documents() {
         },
         state_dir: Some("/tmp/tether-state".into()),
         admin: None,
+        metrics: None,
+        access_log: None,
         listeners: vec![Listener {
             name: "web".into(),
             address: addr("127.0.0.1:8080"),

@@ -23,6 +23,10 @@ pub struct Config {
     pub clusters: Vec<Cluster>,
     /// The admin API; off when absent.
     pub admin: Option<Admin>,
+    /// Address of the Prometheus `/metrics` listener; off when absent.
+    pub metrics: Option<SocketAddr>,
+    /// File the access log is appended to; off when absent.
+    pub access_log: Option<PathBuf>,
 }
 
 /// The admin API listener.

@@ -1,7 +1,7 @@
 //! Validation of the operating sections: the admin API, health checks, `fail_on_status`.
 
 use super::model::{Admin, HealthCheck, HealthCheckKind, Listener};
-use super::raw::{RawAdmin, RawHealthCheck};
+use super::raw::{RawAdmin, RawHealthCheck, RawMetrics};
 use super::validate::Check;
 use serde_yaml::Value;
 use std::net::SocketAddr;
@@ -40,6 +40,30 @@ pub(super) fn admin(raw: RawAdmin, listeners: &[Listener], check: &mut Check) ->
             }
         });
     Admin { address, token }
+}
+
+pub(super) fn metrics(
+    raw: RawMetrics,
+    listeners: &[Listener],
+    admin: Option<&Admin>,
+    check: &mut Check,
+) -> Option<SocketAddr> {
+    let Ok(address) = raw.address.parse::<SocketAddr>() else {
+        check.err(
+            "metrics.address",
+            format!("`{}` is not an IP:port address", raw.address),
+        );
+        return None;
+    };
+    let taken = listeners.iter().any(|l| l.address == address)
+        || admin.is_some_and(|a| a.address == address);
+    if taken {
+        check.err(
+            "metrics.address",
+            format!("`{address}` is already a listener's or the admin API's address"),
+        );
+    }
+    Some(address)
 }
 
 /// `200`, `"200-399"` or `"2xx"`.

@@ -18,6 +18,8 @@ struct RawTop {
     listeners: Option<Value>,
     clusters: Option<Value>,
     admin: Option<Value>,
+    metrics: Option<Value>,
+    access_log: Option<Value>,
 }
 
 #[derive(Default)]
@@ -27,6 +29,8 @@ pub struct RawConfig {
     pub listeners: Vec<Option<RawListener>>,
     pub clusters: Vec<RawClusterItem>,
     pub admin: Option<RawAdmin>,
+    pub metrics: Option<RawMetrics>,
+    pub access_log: Option<RawAccessLog>,
 }
 
 /// A cluster and its servers, deserialised separately so that a bad cluster field does
@@ -88,6 +92,21 @@ pub struct RawCluster {
 pub struct RawAdmin {
     pub address: String,
     pub token_file: Option<String>,
+}
+
+/// The Prometheus listener (`metrics:`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMetrics {
+    pub address: String,
+}
+
+/// The access log (`access_log:`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAccessLog {
+    pub path: String,
+    pub enabled: Option<bool>,
 }
 
 /// Active health checks of a cluster (`health_check:`).
@@ -200,7 +219,17 @@ impl RawConfig {
             None | Some(Value::Null) => None,
             Some(v) => item(v, "admin", errors),
         };
+        let metrics = match top.metrics {
+            None | Some(Value::Null) => None,
+            Some(v) => item(v, "metrics", errors),
+        };
+        let access_log = match top.access_log {
+            None | Some(Value::Null) => None,
+            Some(v) => item(v, "access_log", errors),
+        };
         RawConfig {
+            metrics,
+            access_log,
             admin,
             server: server.unwrap_or_default(),
             state_dir: top.state_dir,

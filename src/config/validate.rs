@@ -130,8 +130,17 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
     let admin = raw
         .admin
         .map(|a| operations::admin(a, &listeners, &mut check));
+    let metrics = raw
+        .metrics
+        .and_then(|m| operations::metrics(m, &listeners, admin.as_ref(), &mut check));
+    let access_log = raw
+        .access_log
+        .filter(|a| a.enabled.unwrap_or(true))
+        .map(|a| std::path::PathBuf::from(a.path));
     Config {
         admin,
+        metrics,
+        access_log,
         server,
         state_dir: raw.state_dir.map(Into::into),
         listeners,

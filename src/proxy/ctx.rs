@@ -1,12 +1,19 @@
 //! Per-request state kept across Pingora's phases and retries.
 
+use crate::metrics::ClusterMetrics;
 use crate::routing::{ClusterRouter, Decision, Outcome, Reject, Tried};
 use std::sync::Arc;
+use std::time::Instant;
 
-#[derive(Default)]
 pub struct RequestCtx {
+    /// When the request arrived.
+    pub start: Instant,
+    /// When the current attempt asked for a connection.
+    pub connect_start: Option<Instant>,
     /// The cluster router from the snapshot current when the request arrived.
     pub router: Option<Arc<ClusterRouter>>,
+    /// The cluster's metric handles, from the same snapshot.
+    pub metrics: Option<Arc<ClusterMetrics>>,
     /// The decision made in `request_filter`, used by the first `upstream_peer` call.
     pub first: Option<Decision>,
     /// Servers already tried, in order.
@@ -22,7 +29,39 @@ pub struct RequestCtx {
     pub status_failure: bool,
 }
 
+impl Default for RequestCtx {
+    fn default() -> Self {
+        RequestCtx::new()
+    }
+}
+
 impl RequestCtx {
+    /// Counts a routing decision in the cluster's metrics.
+    pub fn count_decision(&self, decision: Decision) {
+        if let Some(m) = &self.metrics {
+            m.decision(match decision {
+                Decision::Route { outcome, .. } => Some(outcome),
+                Decision::Reject(_) => None,
+            });
+        }
+    }
+
+    pub fn new() -> Self {
+        RequestCtx {
+            start: Instant::now(),
+            connect_start: None,
+            router: None,
+            metrics: None,
+            first: None,
+            tried: Tried::default(),
+            server: None,
+            outcome: None,
+            rejected: None,
+            retry_same: false,
+            status_failure: false,
+        }
+    }
+
     /// Ends the current attempt's in-flight count.
     pub fn release(&mut self) {
         if let (Some(router), Some(i)) = (&self.router, self.server.take()) {

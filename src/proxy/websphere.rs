@@ -42,22 +42,23 @@ pub fn needs_failover_tag(outcome: Option<Outcome>) -> bool {
     matches!(outcome, Some(Outcome::Failover | Outcome::HashFallback))
 }
 
-/// Sets the WebSphere headers of one upstream attempt.
+/// Sets the WebSphere headers of one upstream attempt; true when it carries `$WSFO`.
 pub fn tag_request(
     router: &ClusterRouter,
     req: &mut RequestHeader,
     outcome: Option<Outcome>,
     client: Option<SocketAddr>,
     local: Option<SocketAddr>,
-) {
-    if needs_failover_tag(outcome) {
+) -> bool {
+    let tagged = needs_failover_tag(outcome);
+    if tagged {
         let _ = req.insert_header(WSFO.clone(), HeaderValue::from_static("true"));
     } else {
         // A retry reuses the request head: take a tag of an earlier attempt back off.
         req.remove_header(&WSFO);
     }
     if !router.private_headers() {
-        return;
+        return tagged;
     }
     let mut buf = [0u8; 48];
     if let Some(client) = client {
@@ -80,6 +81,7 @@ pub fn tag_request(
             let _ = req.insert_header(WSSP.clone(), port);
         }
     }
+    tagged
 }
 
 fn host_without_port(host: &[u8]) -> &[u8] {

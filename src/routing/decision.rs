@@ -18,6 +18,21 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, in [`Outcome::index`] order.
+    pub const ALL: [Outcome; 6] = [
+        Outcome::RouteHit,
+        Outcome::DomainHit,
+        Outcome::PartitionHit,
+        Outcome::HashFallback,
+        Outcome::NewSession,
+        Outcome::Failover,
+    ];
+
+    /// Position in [`Outcome::ALL`] (for arrays of per-outcome handles).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::RouteHit => "route_hit",

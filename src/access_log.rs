@@ -1,0 +1,190 @@
+//! The access log: one JSON line per request, written by a thread of its own.
+//!
+//! The request path only moves a small record into a bounded channel (`try_send`): it
+//! never formats, never touches the file and never waits. When the writer falls behind
+//! and the channel is full, the line is dropped and counted
+//! (`tether_access_log_dropped_total`) rather than slowing requests down.
+
+use crate::metrics::ACCESS_LOG_DROPPED;
+use crate::routing::{ClusterRouter, Outcome};
+use log::warn;
+use serde::Serialize;
+use std::io::{self, BufWriter, Write};
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Records waiting for the writer.
+const QUEUE: usize = 65_536;
+/// The writer flushes at least this often.
+const FLUSH_EVERY: Duration = Duration::from_millis(100);
+
+/// What the request path hands over; everything cheap to move.
+pub struct Record {
+    pub time: SystemTime,
+    pub client: Option<IpAddr>,
+    pub method: http::Method,
+    pub uri: http::Uri,
+    pub status: u16,
+    pub duration: Duration,
+    pub router: Option<Arc<ClusterRouter>>,
+    pub server: Option<usize>,
+    pub outcome: Option<Outcome>,
+    pub rejected: bool,
+    pub attempts: usize,
+}
+
+/// One line of the log, as written.
+#[derive(Serialize)]
+struct Line<'a> {
+    time: String,
+    client: Option<String>,
+    method: &'a str,
+    path: &'a str,
+    status: u16,
+    duration_ms: f64,
+    cluster: Option<&'a str>,
+    server: Option<&'a str>,
+    outcome: &'a str,
+    attempts: usize,
+}
+
+pub struct AccessLog {
+    tx: SyncSender<Record>,
+}
+
+impl AccessLog {
+    /// Opens (appends to) `path` and starts the writer thread.
+    pub fn open(path: &Path) -> io::Result<AccessLog> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        let (tx, rx) = mpsc::sync_channel::<Record>(QUEUE);
+        let shown = path.display().to_string();
+        std::thread::Builder::new()
+            .name("tether-access-log".into())
+            .spawn(move || {
+                let mut out = BufWriter::new(file);
+                loop {
+                    match rx.recv_timeout(FLUSH_EVERY) {
+                        Ok(record) => {
+                            if let Err(e) = write_line(&mut out, &record) {
+                                warn!("access log {shown}: {e}");
+                            }
+                        }
+                        Err(RecvTimeoutError::Timeout) => {
+                            let _ = out.flush();
+                        }
+                        Err(RecvTimeoutError::Disconnected) => break,
+                    }
+                }
+                let _ = out.flush();
+            })?;
+        Ok(AccessLog { tx })
+    }
+
+    /// Queues a record; drops (and counts) it when the writer is behind.
+    pub fn log(&self, record: Record) {
+        match self.tx.try_send(record) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                ACCESS_LOG_DROPPED.inc()
+            }
+        }
+    }
+}
+
+fn write_line(out: &mut impl Write, r: &Record) -> io::Result<()> {
+    let router = r.router.as_deref();
+    let server = r
+        .server
+        .zip(router)
+        .map(|(i, rt)| rt.servers()[i].config.name.as_str());
+    let outcome = match (r.rejected, r.outcome) {
+        (true, _) => "rejected",
+        (false, Some(o)) => o.as_str(),
+        (false, None) => "none",
+    };
+    let line = Line {
+        time: rfc3339(r.time),
+        client: r.client.map(|c| c.to_string()),
+        method: r.method.as_str(),
+        path: r.uri.path_and_query().map_or("/", |p| p.as_str()),
+        status: r.status,
+        duration_ms: (r.duration.as_secs_f64() * 1e6).round() / 1e3,
+        cluster: router.map(|rt| rt.name.as_str()),
+        server: if r.rejected { None } else { server },
+        outcome,
+        attempts: r.attempts,
+    };
+    serde_json::to_writer(&mut *out, &line)?;
+    out.write_all(b"\n")
+}
+
+/// `2026-11-30T10:40:52.123Z`, from the civil-from-days algorithm (no calendar crate).
+fn rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + (month <= 2) as i64;
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps() {
+        let at = |s: u64, ms: u64| UNIX_EPOCH + Duration::from_millis(s * 1000 + ms);
+        assert_eq!(rfc3339(at(0, 0)), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(at(951_782_400, 5)), "2000-02-29T00:00:00.005Z");
+        assert_eq!(rfc3339(at(1_796_035_252, 123)), "2026-11-30T10:40:52.123Z");
+    }
+
+    #[test]
+    fn lines_are_json_with_every_field() {
+        let mut out = Vec::new();
+        let record = Record {
+            time: UNIX_EPOCH,
+            client: Some("10.0.0.7".parse().unwrap()),
+            method: http::Method::GET,
+            uri: "/shop/cart?q=%221%22".parse().unwrap(),
+            status: 200,
+            duration: Duration::from_micros(1_234),
+            router: None,
+            server: None,
+            outcome: Some(Outcome::NewSession),
+            rejected: false,
+            attempts: 1,
+        };
+        write_line(&mut out, &record).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["path"], "/shop/cart?q=%221%22");
+        assert_eq!(v["status"], 200);
+        assert_eq!(v["duration_ms"], 1.234);
+        assert_eq!(v["outcome"], "new_session");
+        assert_eq!(v["client"], "10.0.0.7");
+        assert!(out.ends_with(b"\n"));
+    }
+}

@@ -1,0 +1,155 @@
+//! Prometheus metrics (DESIGN section 6): `tether_*` names in base units, `_total` counters,
+//! labels with bounded values only (cluster, server, outcome, status class, result).
+//!
+//! Metric families are registered once in Prometheus' default registry, which
+//! `pingora-prometheus` serves. Per-request counters are resolved to handles when a
+//! routing snapshot is built ([`ClusterMetrics`]), so the request path never formats a
+//! label. Gauges that mirror live state (health, state, weight, in flight, partition
+//! table) are read at scrape time by [`LiveCollector`].
+
+mod cluster;
+mod live;
+
+pub use cluster::ClusterMetrics;
+pub use live::LiveCollector;
+
+use once_cell::sync::Lazy;
+use pingora_prometheus::prometheus::{
+    self, register_gauge, register_histogram_vec, register_int_counter, register_int_counter_vec,
+    register_int_gauge_vec, Gauge, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec,
+};
+
+/// Request and connect latency buckets: 0.5 ms to 10 s.
+const BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+pub(crate) static REQUESTS: Lazy<IntCounterVec> = Lazy::new(|| {
+    register_int_counter_vec!(
+        "tether_requests_total",
+        "Requests answered, by cluster, server (none when tether answered itself) and status class.",
+        &["cluster", "server", "status_class"]
+    )
+    .expect("register tether_requests_total")
+});
+
+pub(crate) static REQUEST_DURATION: Lazy<HistogramVec> = Lazy::new(|| {
+    register_histogram_vec!(
+        "tether_request_duration_seconds",
+        "Time from the request's arrival to the end of its response.",
+        &["cluster"],
+        BUCKETS.to_vec()
+    )
+    .expect("register tether_request_duration_seconds")
+});
+
+pub(crate) static CONNECT_DURATION: Lazy<HistogramVec> = Lazy::new(|| {
+    register_histogram_vec!(
+        "tether_upstream_connect_duration_seconds",
+        "Time to open a new upstream connection (reused connections are not counted).",
+        &["cluster"],
+        BUCKETS.to_vec()
+    )
+    .expect("register tether_upstream_connect_duration_seconds")
+});
+
+pub(crate) static CONNECT_FAILURES: Lazy<IntCounterVec> = Lazy::new(|| {
+    register_int_counter_vec!(
+        "tether_upstream_connect_failures_total",
+        "Upstream connect failures and timeouts.",
+        &["cluster", "server"]
+    )
+    .expect("register tether_upstream_connect_failures_total")
+});
+
+pub(crate) static RETRIES: Lazy<IntCounterVec> = Lazy::new(|| {
+    register_int_counter_vec!(
+        "tether_retries_total",
+        "Requests sent again to another (or the same) server after a failure.",
+        &["cluster"]
+    )
+    .expect("register tether_retries_total")
+});
+
+pub(crate) static DECISIONS: Lazy<IntCounterVec> = Lazy::new(|| {
+    register_int_counter_vec!(
+        "tether_routing_decisions_total",
+        "Routing decisions by outcome: route_hit, domain_hit, partition_hit, hash_fallback, new_session, failover, rejected.",
+        &["cluster", "outcome"]
+    )
+    .expect("register tether_routing_decisions_total")
+});
+
+pub(crate) static WSFO: Lazy<IntCounterVec> = Lazy::new(|| {
+    register_int_counter_vec!(
+        "tether_wsfo_tagged_total",
+        "Requests sent to a WebSphere server with $WSFO (failover).",
+        &["cluster"]
+    )
+    .expect("register tether_wsfo_tagged_total")
+});
+
+static RELOADS: Lazy<IntCounterVec> = Lazy::new(|| {
+    register_int_counter_vec!(
+        "tether_config_reloads_total",
+        "Config reloads by result (success, failure).",
+        &["result"]
+    )
+    .expect("register tether_config_reloads_total")
+});
+
+static LAST_RELOAD: Lazy<Gauge> = Lazy::new(|| {
+    register_gauge!(
+        "tether_config_last_reload_success_timestamp_seconds",
+        "Unix time of the last config load or reload that succeeded."
+    )
+    .expect("register tether_config_last_reload_success_timestamp_seconds")
+});
+
+static BUILD_INFO: Lazy<IntGaugeVec> = Lazy::new(|| {
+    register_int_gauge_vec!(
+        "tether_build_info",
+        "Always 1; labels say which tether runs.",
+        &["version"]
+    )
+    .expect("register tether_build_info")
+});
+
+pub(crate) static ACCESS_LOG_DROPPED: Lazy<IntCounter> = Lazy::new(|| {
+    register_int_counter!(
+        "tether_access_log_dropped_total",
+        "Access log lines dropped because the writer fell behind."
+    )
+    .expect("register tether_access_log_dropped_total")
+});
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Registers what exists from the start and the collector of live state.
+pub fn init(collector: LiveCollector) {
+    BUILD_INFO
+        .with_label_values(&[env!("CARGO_PKG_VERSION")])
+        .set(1);
+    for result in ["success", "failure"] {
+        RELOADS.with_label_values(&[result]);
+    }
+    Lazy::force(&ACCESS_LOG_DROPPED);
+    LAST_RELOAD.set(unix_now());
+    if let Err(e) = prometheus::register(Box::new(collector)) {
+        log::warn!("cannot register the live-state metrics: {e}");
+    }
+}
+
+/// Counts a reload; a success also sets the time of the last good one.
+pub fn reload_done(ok: bool) {
+    RELOADS
+        .with_label_values(&[if ok { "success" } else { "failure" }])
+        .inc();
+    if ok {
+        LAST_RELOAD.set(unix_now());
+    }
+}

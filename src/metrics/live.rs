@@ -1,0 +1,133 @@
+//! Gauges read from live state at scrape time: server health, state, weight and requests
+//! in flight, and each WebSphere partition table's size and `$WSPT` counters.
+
+use crate::config::ServerState;
+use crate::control::state_name;
+use crate::routing::Health;
+use crate::snapshot::SharedSnapshot;
+use pingora_prometheus::prometheus::core::{Collector, Desc};
+use pingora_prometheus::prometheus::proto::MetricFamily;
+use pingora_prometheus::prometheus::{IntCounterVec, IntGaugeVec, Opts};
+use std::sync::Mutex;
+
+struct Families {
+    up: IntGaugeVec,
+    state: IntGaugeVec,
+    weight: IntGaugeVec,
+    inflight: IntGaugeVec,
+    table_size: IntGaugeVec,
+    learned: IntCounterVec,
+    rejected: IntCounterVec,
+}
+
+/// A Prometheus collector over the current routing snapshot.
+pub struct LiveCollector {
+    snapshot: SharedSnapshot,
+    families: Mutex<Families>,
+    descs: Vec<Desc>,
+}
+
+fn gauge(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric")
+}
+
+fn counter(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
+}
+
+impl LiveCollector {
+    pub fn new(snapshot: SharedSnapshot) -> Self {
+        let server = &["cluster", "server"];
+        let families = Families {
+            up: gauge("tether_server_up", "1 when the server is healthy, 0 when marked down.", server),
+            state: gauge(
+                "tether_server_state",
+                "1 for the server's current administrative state (active, draining, stopped).",
+                &["cluster", "server", "state"],
+            ),
+            weight: gauge("tether_server_weight", "The server's current weight for new sessions.", server),
+            inflight: gauge("tether_inflight_requests", "Requests being proxied to the server now.", server),
+            table_size: gauge(
+                "tether_partition_table_entries",
+                "Partitions in a WebSphere cluster's partition table.",
+                &["cluster"],
+            ),
+            learned: counter(
+                "tether_wspt_entries_learned_total",
+                "$WSPT entries that added or changed a partition.",
+                &["cluster"],
+            ),
+            rejected: counter(
+                "tether_wspt_rejected_total",
+                "$WSPT values or entries refused (malformed, oversized, unknown clone, table full).",
+                &["cluster"],
+            ),
+        };
+        let descs = [
+            families.up.desc(),
+            families.state.desc(),
+            families.weight.desc(),
+            families.inflight.desc(),
+            families.table_size.desc(),
+            families.learned.desc(),
+            families.rejected.desc(),
+        ]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
+        LiveCollector {
+            snapshot,
+            families: Mutex::new(families),
+            descs,
+        }
+    }
+}
+
+impl Collector for LiveCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let f = self.families.lock().unwrap_or_else(|e| e.into_inner());
+        let all = [&f.up, &f.state, &f.weight, &f.inflight, &f.table_size];
+        all.iter().for_each(|v| v.reset());
+        f.learned.reset();
+        f.rejected.reset();
+        let snapshot = self.snapshot.load();
+        for router in snapshot.clusters.iter() {
+            let c = router.name.as_str();
+            for s in router.servers() {
+                let name = s.config.name.as_str();
+                let up = matches!(s.live.health(), Health::Up);
+                f.up.with_label_values(&[c, name]).set(up as i64);
+                let now = s.live.state();
+                for state in [
+                    ServerState::Active,
+                    ServerState::Draining,
+                    ServerState::Stopped,
+                ] {
+                    f.state
+                        .with_label_values(&[c, name, state_name(state)])
+                        .set((state == now) as i64);
+                }
+                f.weight
+                    .with_label_values(&[c, name])
+                    .set(s.live.weight() as i64);
+                f.inflight
+                    .with_label_values(&[c, name])
+                    .set(s.live.inflight() as i64);
+            }
+            if let Some(t) = router.partitions() {
+                f.table_size.with_label_values(&[c]).set(t.len() as i64);
+                f.learned.with_label_values(&[c]).inc_by(t.learned());
+                f.rejected.with_label_values(&[c]).inc_by(t.rejected());
+            }
+        }
+        let mut out: Vec<MetricFamily> = all.iter().flat_map(|v| v.collect()).collect();
+        out.extend(f.learned.collect());
+        out.extend(f.rejected.collect());
+        out
+    }
+}
