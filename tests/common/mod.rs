@@ -1,6 +1,8 @@
 //! Test harness: simulated Tomcat servers and a real `tether` process on loopback.
 #![allow(dead_code)]
 
+pub mod prometheus;
+
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -12,6 +14,8 @@ pub struct Tether {
     pub addr: SocketAddr,
     /// The admin API, when started with `Opts::admin`.
     pub admin: Option<SocketAddr>,
+    /// The metrics listener, when started with `Opts::metrics`.
+    pub metrics: Option<SocketAddr>,
     pub dir: PathBuf,
     child: Child,
     /// The directory was given by the test (state to reuse); do not delete it.
@@ -62,6 +66,10 @@ pub struct Opts {
     /// Start the admin API on a free port, with this token when given.
     pub admin: bool,
     pub admin_token: Option<&'static str>,
+    /// Start the Prometheus listener on a free port.
+    pub metrics: bool,
+    /// Write the access log to `<dir>/access.log`.
+    pub access_log: bool,
 }
 
 impl Tether {
@@ -83,7 +91,19 @@ impl Tether {
             let admin = opts
                 .admin
                 .then(|| SocketAddr::from(([127, 0, 0, 1], free_port())));
+            let metrics = opts
+                .metrics
+                .then(|| SocketAddr::from(([127, 0, 0, 1], free_port())));
             let mut top = opts.top.clone();
+            if let Some(m) = metrics {
+                top.push_str(&format!("metrics:\n  address: \"{m}\"\n"));
+            }
+            if opts.access_log {
+                top.push_str(&format!(
+                    "access_log:\n  path: {}/access.log\n",
+                    dir.display()
+                ));
+            }
             if let Some(admin) = admin {
                 top.push_str(&format!("admin:\n  address: \"{admin}\"\n"));
                 if let Some(token) = opts.admin_token {
@@ -122,9 +142,11 @@ impl Tether {
                     break;
                 }
                 let admin_up = admin.is_none_or(|a| TcpStream::connect(a).is_ok());
-                if TcpStream::connect(addr).is_ok() && admin_up {
+                let metrics_up = metrics.is_none_or(|a| TcpStream::connect(a).is_ok());
+                if TcpStream::connect(addr).is_ok() && admin_up && metrics_up {
                     return Tether {
                         admin,
+                        metrics,
                         addr,
                         dir,
                         child,
