@@ -151,6 +151,55 @@ fn each_kind_of_mistake_is_named_with_its_line() {
             "required",
             7,
         ),
+        (
+            "bad health check status",
+            GOOD.replace("    servers:", "    health_check: { kind: http, expect: 2xy }\n    servers:"),
+            "clusters[0].health_check.expect",
+            "must be a status",
+            5,
+        ),
+        (
+            "health check timeout over the interval",
+            GOOD.replace("    servers:", "    health_check: { interval: 1s, timeout: 2s }\n    servers:"),
+            "clusters[0].health_check.timeout",
+            "at most the interval",
+            5,
+        ),
+        (
+            "fail_on_status not an error status",
+            GOOD.replace("    servers:", "    fail_on_status: [200]\n    servers:"),
+            "clusters[0].fail_on_status[0]",
+            "4xx or 5xx",
+            5,
+        ),
+        (
+            "admin on a listener's address",
+            format!("admin: {{ address: 127.0.0.1:8080 }}\n{GOOD}"),
+            "admin.address",
+            "also a listener",
+            1,
+        ),
+        (
+            "unreadable admin token file",
+            format!("admin: {{ address: 127.0.0.1:9900, token_file: /nonexistent/token }}\n{GOOD}"),
+            "admin.token_file",
+            "cannot read",
+            1,
+        ),
+        (
+            "metrics on the admin address",
+            format!("admin: {{ address: 127.0.0.1:9900 }}\nmetrics: {{ address: 127.0.0.1:9900 }}\n{GOOD}"),
+            "metrics.address",
+            "already",
+            2,
+        ),
+        (
+            "bad cluster name",
+            GOOD.replace("- name: shop", "- name: \"shop floor\""),
+            "clusters[0].name",
+            "must be 1-64 characters",
+            4,
+        ),
     ];
     for (what, yaml, path, needle, line) in cases {
         eprintln!("case: {what}");
@@ -231,9 +280,12 @@ fn the_example_config_parses_to_what_it_documents() {
             ..ServerSettings::default()
         },
         state_dir: Some("/tmp/tether-state".into()),
-        admin: None,
-        metrics: None,
-        access_log: None,
+        admin: Some(Admin {
+            address: addr("127.0.0.1:9900"),
+            token: None,
+        }),
+        metrics: Some(addr("127.0.0.1:9901")),
+        access_log: Some("/tmp/tether-access.log".into()),
         listeners: vec![Listener {
             name: "web".into(),
             address: addr("127.0.0.1:8080"),
@@ -256,8 +308,17 @@ fn the_example_config_parses_to_what_it_documents() {
             clone_separator: b':',
             private_headers: false,
             partition_table_max: DEFAULT_PARTITION_TABLE_MAX,
-            health_check: None,
-            fail_on_status: vec![],
+            health_check: Some(HealthCheck {
+                kind: HealthCheckKind::Http,
+                path: "/health".into(),
+                host: None,
+                expect: (200, 399),
+                interval: Duration::from_secs(5),
+                timeout: Duration::from_secs(1),
+                rise: 2,
+                fall: 2,
+            }),
+            fail_on_status: vec![503],
             servers: vec![
                 server("n1", 8081, 1),
                 Server {
