@@ -80,6 +80,15 @@ impl Control {
         Ok(f(slot))
     }
 
+    /// Saves operators' changes under `state_dir` (for restarts and upgrades).
+    fn save_overrides(&self) {
+        if let Some(dir) = &self.config.load().state_dir {
+            if let Err(e) = crate::overrides::save(&self.snapshot.load(), dir) {
+                log::warn!("cannot save run-time changes under {}: {e}", dir.display());
+            }
+        }
+    }
+
     /// Sets a server's state (drain, stop, activate); kept across reloads.
     pub fn set_state(
         &self,
@@ -87,11 +96,13 @@ impl Control {
         server: &str,
         state: ServerState,
     ) -> Result<ServerState, ControlError> {
-        self.with_server(cluster, server, |slot| {
+        let before = self.with_server(cluster, server, |slot| {
             let before = slot.live.state();
             slot.live.override_state(state);
             before
-        })
+        })?;
+        self.save_overrides();
+        Ok(before)
     }
 
     /// Sets a server's weight for new sessions; kept across reloads.
@@ -116,6 +127,7 @@ impl Control {
             &self.config.load(),
             Some(&current),
         )));
+        self.save_overrides();
         Ok(before)
     }
 

@@ -13,7 +13,7 @@ use tether::service::{build_server, RunOptions};
 )]
 struct Cli {
     /// tether's YAML config file.
-    #[arg(short = 'c', long = "conf", value_name = "FILE")]
+    #[arg(short = 'c', long = "conf", value_name = "FILE", global = true)]
     conf: Option<PathBuf>,
     /// Check the config file and exit (non-zero on error).
     #[arg(short = 't', long = "test")]
@@ -36,13 +36,28 @@ enum Command {
         #[arg(long)]
         listen: Option<std::net::SocketAddr>,
     },
+    /// Replace the running tether (found through the config's pid_file) with this binary,
+    /// or `--binary`, without dropping a connection; the new one runs in the background.
+    Upgrade {
+        /// The new binary (default: this one).
+        #[arg(long)]
+        binary: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
-    if let Some(Command::Demo { listen }) = cli.command {
-        return tether::demo::run(listen);
+    match cli.command {
+        Some(Command::Demo { listen }) => return tether::demo::run(listen),
+        Some(Command::Upgrade { binary }) => {
+            let Some(conf) = cli.conf else {
+                eprintln!("tether upgrade: give the config file with -c FILE");
+                return ExitCode::from(2);
+            };
+            return tether::upgrade::run(&conf, binary);
+        }
+        None => {}
     }
     let Some(path) = cli.conf else {
         eprintln!("tether: no config file given (use -c FILE, or `tether demo`)");
@@ -63,8 +78,16 @@ fn main() -> ExitCode {
         upgrade: cli.upgrade,
         daemon: cli.daemon,
     };
+    let daemon = run.daemon || config.server.daemon;
+    let pid_file = PathBuf::from(&config.server.pid_file);
     match build_server(config, Some(path), run) {
-        Ok((server, _control)) => server.run_forever(),
+        Ok((server, _control)) => {
+            if !daemon {
+                // Pingora writes the pid file only when it daemonizes.
+                tether::upgrade::write_pid_file(&pid_file);
+            }
+            server.run_forever()
+        }
         Err(e) => {
             eprintln!("tether: {e}");
             ExitCode::FAILURE

@@ -8,6 +8,7 @@ use crate::health::HealthChecker;
 use crate::metrics::{self, LiveCollector};
 use crate::persist::{self, Persister};
 use crate::proxy::TetherProxy;
+use crate::reload::Reloader;
 use crate::snapshot::{SharedSnapshot, Snapshot};
 use arc_swap::ArcSwap;
 use pingora_core::server::configuration::{Opt, ServerConf};
@@ -65,6 +66,19 @@ pub fn build_server(
     server.bootstrap();
     let snapshot: SharedSnapshot = Arc::new(ArcSwap::from_pointee(Snapshot::build(&config, None)));
     if let Some(dir) = &config.state_dir {
+        match crate::overrides::load(&snapshot.load(), dir) {
+            // Weights shape the balancing schedule: rebuild it with the saved ones.
+            Ok(n) if n > 0 => {
+                log::info!(
+                    "applied {n} saved run-time server changes from {}",
+                    dir.display()
+                );
+                let current = snapshot.load_full();
+                snapshot.store(Arc::new(Snapshot::build(&config, Some(&current))));
+            }
+            Ok(_) => {}
+            Err(e) => log::warn!("ignoring saved run-time changes in {}: {e}", dir.display()),
+        }
         persist::load_all(&snapshot, dir);
         let persister = Persister::new(snapshot.clone(), dir.clone(), PERSIST_INTERVAL);
         server.add_service(background_service("partition tables", persister));
@@ -96,11 +110,17 @@ pub fn build_server(
         server.add_service(service);
     }
     let admin_address = config.admin.as_ref().map(|a| a.address);
+    let watch = config.watch_config.zip(path.clone());
+    let has_file = path.is_some();
     let control = Arc::new(Control::new(config, snapshot, path));
     if let Some(address) = admin_address {
         let mut admin = Service::new("tether admin".to_string(), AdminApp::new(control.clone()));
         admin.add_tcp(&address.to_string());
         server.add_service(admin);
+    }
+    if has_file {
+        let reloader = Reloader::new(control.clone(), watch.map(|(every, p)| (p, every)));
+        server.add_service(background_service("config reload", reloader));
     }
     Ok((server, control))
 }

@@ -286,6 +286,7 @@ fn the_example_config_parses_to_what_it_documents() {
         }),
         metrics: Some(addr("127.0.0.1:9901")),
         access_log: Some("/tmp/tether-access.log".into()),
+        watch_config: None,
         listeners: vec![Listener {
             name: "web".into(),
             address: addr("127.0.0.1:8080"),

@@ -27,6 +27,8 @@ pub struct Config {
     pub metrics: Option<SocketAddr>,
     /// File the access log is appended to; off when absent.
     pub access_log: Option<PathBuf>,
+    /// Reload when the config file changes, looking this often; off when absent.
+    pub watch_config: Option<Duration>,
 }
 
 /// The admin API listener.

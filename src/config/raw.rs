@@ -20,6 +20,7 @@ struct RawTop {
     admin: Option<Value>,
     metrics: Option<Value>,
     access_log: Option<Value>,
+    watch_config: Option<String>,
 }
 
 #[derive(Default)]
@@ -31,6 +32,7 @@ pub struct RawConfig {
     pub admin: Option<RawAdmin>,
     pub metrics: Option<RawMetrics>,
     pub access_log: Option<RawAccessLog>,
+    pub watch_config: Option<String>,
 }
 
 /// A cluster and its servers, deserialised separately so that a bad cluster field does
@@ -228,6 +230,7 @@ impl RawConfig {
             Some(v) => item(v, "access_log", errors),
         };
         RawConfig {
+            watch_config: top.watch_config,
             metrics,
             access_log,
             admin,

@@ -137,7 +137,15 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
         .access_log
         .filter(|a| a.enabled.unwrap_or(true))
         .map(|a| std::path::PathBuf::from(a.path));
+    let watch_config = raw.watch_config.as_deref().map(|w| {
+        let d = check.duration("watch_config".into(), Some(w), Duration::from_secs(2));
+        if d.is_zero() {
+            check.err("watch_config", "must be more than 0");
+        }
+        d
+    });
     Config {
+        watch_config,
         admin,
         metrics,
         access_log,
@@ -153,6 +161,18 @@ fn server_settings(raw: RawServerSettings, check: &mut Check) -> ServerSettings 
     let threads = raw.threads.unwrap_or(d.threads);
     if threads == 0 {
         check.err("server.threads", "must be at least 1");
+    }
+    // The old and the new process of an upgrade must find these at the same place.
+    for (field, value) in [
+        ("pid_file", &raw.pid_file),
+        ("upgrade_sock", &raw.upgrade_sock),
+    ] {
+        if let Some(v) = value.as_deref().filter(|v| !v.starts_with('/')) {
+            check.err(
+                format!("server.{field}"),
+                format!("`{v}` must be an absolute path"),
+            );
+        }
     }
     ServerSettings {
         threads,

@@ -101,6 +101,11 @@ impl ServerLive {
         }
     }
 
+    /// A server added by a reload in a health-checked cluster: down until its checks pass.
+    pub fn start_down(&self, now: u64) {
+        self.down_since.store(now + 1, Relaxed);
+    }
+
     /// Marks the server down at `now`; true when it was up before (log the transition once).
     pub fn mark_down(&self, now: u64) -> bool {
         self.failures.fetch_add(1, Relaxed);

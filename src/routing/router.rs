@@ -103,7 +103,14 @@ impl ClusterRouter {
                         old.live.apply_config(s.state, s.weight);
                         old.live.clone()
                     }
-                    None => Arc::new(ServerLive::new(s.state, s.weight)),
+                    None => {
+                        let live = Arc::new(ServerLive::new(s.state, s.weight));
+                        // Added by a reload to a checked cluster: its checks say when it is up.
+                        if previous.is_some() && cfg.health_check.is_some() {
+                            live.start_down(super::now_ms());
+                        }
+                        live
+                    }
                 },
                 config: s.clone(),
             })

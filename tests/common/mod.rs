@@ -33,7 +33,7 @@ pub fn scratch_dir(tag: &str) -> PathBuf {
 }
 
 /// A port that was free a moment ago (tether binds it itself).
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

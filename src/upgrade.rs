@@ -1,0 +1,129 @@
+//! `tether upgrade -c FILE`: a zero-downtime binary upgrade in one command.
+//!
+//! Pingora's upgrade has three steps that must happen in order: start the new binary with
+//! `-u` (it waits on `upgrade_sock` for the listening sockets), send SIGQUIT to the old
+//! process (it hands its sockets over, stops accepting and drains), then the new process
+//! serves. This command does them in that order, checks each, and leaves the new process
+//! running in the background (`-d`), writing its pid to `pid_file`. Partition tables and
+//! operators' run-time changes reach the new process through `state_dir`.
+
+use crate::config;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+/// The pid in a pid file.
+pub fn read_pid(pid_file: &Path) -> Result<i32, String> {
+    let text = std::fs::read_to_string(pid_file).map_err(|e| {
+        format!(
+            "cannot read the pid file {}: {e} (is tether running?)",
+            pid_file.display()
+        )
+    })?;
+    text.trim()
+        .parse()
+        .map_err(|_| format!("{} does not hold a pid", pid_file.display()))
+}
+
+fn alive(pid: i32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Writes this process's pid, for a foreground tether (Pingora writes it in daemon mode).
+pub fn write_pid_file(pid_file: &Path) {
+    let tmp = pid_file.with_extension("pid.tmp");
+    let written = std::fs::write(&tmp, format!("{}\n", std::process::id()))
+        .and_then(|()| std::fs::rename(&tmp, pid_file));
+    if let Err(e) = written {
+        log::warn!("cannot write the pid file {}: {e}", pid_file.display());
+    }
+}
+
+fn fresh_socket(path: &Path, since: SystemTime) -> bool {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t >= since)
+}
+
+pub fn run(conf: &Path, binary: Option<PathBuf>) -> ExitCode {
+    match upgrade(conf, binary) {
+        Ok(msg) => {
+            println!("{msg}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("tether upgrade: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn upgrade(conf: &Path, binary: Option<PathBuf>) -> Result<String, String> {
+    let conf = conf
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", conf.display()))?;
+    let config = config::load(&conf).map_err(|e| e.to_string())?;
+    let pid_file = PathBuf::from(&config.server.pid_file);
+    let sock = PathBuf::from(&config.server.upgrade_sock);
+    let old = read_pid(&pid_file)?;
+    if !alive(old) {
+        return Err(format!(
+            "pid {old} (from {}) is not running",
+            pid_file.display()
+        ));
+    }
+    let binary = match binary {
+        Some(b) => b,
+        None => std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?,
+    };
+    let started = SystemTime::now() - Duration::from_secs(1);
+    let mut child = Command::new(&binary)
+        .args(["-u", "-d", "-c"])
+        .arg(&conf)
+        .stdin(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+
+    // 1. The new process is listening on the upgrade socket.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !fresh_socket(&sock, started) {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "the new process exited before taking over ({status})"
+            ));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            return Err(format!("the new process never opened {}", sock.display()));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // 2. The old process hands its sockets over and drains.
+    // SAFETY: kill(2) with a pid read from our own pid file and a valid signal number.
+    if unsafe { libc::kill(old, libc::SIGQUIT) } != 0 {
+        let _ = child.kill();
+        return Err(format!(
+            "cannot signal pid {old}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // 3. The new process got the sockets and went to the background.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => break,
+            Ok(Some(status)) => {
+                return Err(format!("the new process failed to take over ({status})"))
+            }
+            _ if Instant::now() > deadline => {
+                return Err("the new process did not take over in 60 s".into())
+            }
+            _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+    let new = read_pid(&pid_file).unwrap_or(0);
+    Ok(format!(
+        "upgraded: pid {new} now serves; pid {old} drains for up to {} s and exits",
+        config.server.grace_period_seconds + config.server.graceful_shutdown_timeout_seconds
+    ))
+}
