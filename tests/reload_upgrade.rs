@@ -90,7 +90,7 @@ async fn browse(addr: SocketAddr, tally: Arc<Tally>, tc4_present: Arc<AtomicBool
     let mut n = 0u64;
     while !tally.stop.load(SeqCst) {
         n += 1;
-        if n % 40 == 0 {
+        if n.is_multiple_of(40) {
             cookie = None;
         }
         let header = cookie.as_ref().map(|c| format!("JSESSIONID={c}"));
