@@ -6,7 +6,6 @@
 //! the internal [`model`] types, collecting every semantic error. All errors carry the path
 //! of the field and, through [`locate`], the line and column in the file.
 
-mod duration;
 mod error;
 mod locate;
 pub mod model;
@@ -14,9 +13,9 @@ mod operations;
 mod raw;
 mod validate;
 
-pub use duration::parse_duration;
 pub use error::{ConfigError, ConfigErrors};
 pub use model::*;
+pub use tether_plugins::parse_duration;
 
 use std::path::Path;
 

@@ -6,6 +6,7 @@
 
 mod ctx;
 mod forwarded;
+mod plugins;
 mod respond;
 mod websphere;
 
@@ -54,7 +55,13 @@ fn decide(session: &Session, ctx: &RequestCtx) -> Decision {
         return Decision::Reject(Reject::NoServer);
     };
     let req = session.req_header();
-    router.decide(req.raw_path(), &req.headers, &ctx.tried, now_ms())
+    router.decide_with(
+        req.raw_path(),
+        &req.headers,
+        &ctx.tried,
+        now_ms(),
+        ctx.preferred,
+    )
 }
 
 #[async_trait]
@@ -68,12 +75,24 @@ impl ProxyHttp for TetherProxy {
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
         // WebSphere's private headers are never taken from a client (DESIGN section 3).
         websphere::strip_request(session.req_header_mut());
-        {
-            let snapshot = self.snapshot.load();
-            let (router, metrics) = snapshot.cluster_for(self.listener);
-            ctx.router = Some(router.clone());
-            ctx.metrics = Some(metrics.clone());
-        }
+        let snapshot = self.snapshot.load_full();
+        let cluster = if snapshot.has_plugins() {
+            match plugins::route(&snapshot, self.listener, session.req_header_mut()).await {
+                Ok(routed) => {
+                    ctx.preferred = routed.preferred;
+                    ctx.plugins = Some((snapshot.clone(), self.listener, routed.cluster));
+                    routed.cluster
+                }
+                Err(answer) => {
+                    respond::plain(session, answer.status, answer.body).await?;
+                    return Ok(true);
+                }
+            }
+        } else {
+            snapshot.listeners[self.listener]
+        };
+        ctx.router = Some(snapshot.clusters[cluster].clone());
+        ctx.metrics = Some(snapshot.metrics[cluster].clone());
         let decision = decide(session, ctx);
         ctx.count_decision(decision);
         match decision {
@@ -190,6 +209,14 @@ impl ProxyHttp for TetherProxy {
     ) -> Result<()> {
         let client = session.client_addr().and_then(|a| a.as_inet()).copied();
         forwarded::set_forwarded(upstream_request, client.map(|a| a.ip()), false);
+        if let Some((snapshot, listener, cluster)) = &ctx.plugins {
+            snapshot.listener_chains[*listener]
+                .upstream_request(upstream_request)
+                .await;
+            snapshot.cluster_chains[*cluster]
+                .upstream_request(upstream_request)
+                .await;
+        }
         if let Some(router) = ctx.router.as_ref().filter(|r| r.is_websphere()) {
             let local = session.server_addr().and_then(|a| a.as_inet()).copied();
             let tagged =
@@ -228,6 +255,14 @@ impl ProxyHttp for TetherProxy {
                 return Err(e);
             }
             websphere::learn_and_strip(router, &slot.config.name, upstream_response);
+            if let Some((snapshot, listener, cluster)) = &ctx.plugins {
+                snapshot.listener_chains[*listener]
+                    .upstream_response(upstream_response)
+                    .await;
+                snapshot.cluster_chains[*cluster]
+                    .upstream_response(upstream_response)
+                    .await;
+            }
             if slot.live.mark_up() {
                 info!(
                     "cluster {} server {} ({}) is answering again: marked up",
@@ -270,6 +305,23 @@ impl ProxyHttp for TetherProxy {
         }
     }
 
+    async fn response_filter(
+        &self,
+        _session: &mut Session,
+        upstream_response: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        if let Some((snapshot, listener, cluster)) = &ctx.plugins {
+            snapshot.listener_chains[*listener]
+                .response(upstream_response)
+                .await;
+            snapshot.cluster_chains[*cluster]
+                .response(upstream_response)
+                .await;
+        }
+        Ok(())
+    }
+
     async fn connected_to_upstream(
         &self,
         _session: &mut Session,
@@ -295,6 +347,15 @@ impl ProxyHttp for TetherProxy {
             // A refused request went to no server, whatever it tried.
             let server = if ctx.rejected.is_some() { None } else { server };
             m.request_done(server, status, duration.as_secs_f64());
+        }
+        if let Some((snapshot, listener, cluster)) = &ctx.plugins {
+            let summary = tether_plugins::LogSummary {
+                status,
+                cluster: Some(*cluster),
+                server,
+            };
+            snapshot.listener_chains[*listener].logging(&summary);
+            snapshot.cluster_chains[*cluster].logging(&summary);
         }
         if let Some(log) = &self.access_log {
             let req = session.req_header();

@@ -9,6 +9,7 @@ use crate::metrics::ClusterMetrics;
 use crate::routing::ClusterRouter;
 use arc_swap::ArcSwap;
 use std::sync::Arc;
+use tether_plugins::{Chain, KnownTargets};
 
 pub struct Snapshot {
     pub clusters: Box<[Arc<ClusterRouter>]>,
@@ -16,12 +17,51 @@ pub struct Snapshot {
     pub metrics: Box<[Arc<ClusterMetrics>]>,
     /// Listener index (order of the config) → cluster index.
     pub listeners: Box<[usize]>,
+    /// Routing plugins of each listener, then of each cluster (empty chains cost nothing).
+    pub listener_chains: Box<[Arc<Chain>]>,
+    pub cluster_chains: Box<[Arc<Chain>]>,
+    /// Whether any chain has a plugin: requests skip the plugin phases when none does.
+    has_plugins: bool,
 }
 
 impl Snapshot {
     /// Builds routers for `config`, carrying live state over from `previous` by cluster
     /// and server name.
     pub fn build(config: &Config, previous: Option<&Snapshot>) -> Snapshot {
+        let targets = Arc::new(KnownTargets::new(config.clusters.iter().map(|c| {
+            (
+                c.name.as_str(),
+                c.servers.iter().map(|s| s.name.as_str()).collect(),
+            )
+        })));
+        let build = |spec: &tether_plugins::PluginSpec| tether_plugins::build(spec, &targets);
+        let listener_chains = config
+            .listeners
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                Arc::new(Chain::new(
+                    &l.plugins,
+                    previous
+                        .and_then(|p| p.listener_chains.get(i))
+                        .map(|c| c.as_ref()),
+                    build,
+                ))
+            })
+            .collect();
+        let cluster_chains = config
+            .clusters
+            .iter()
+            .map(|c| {
+                let old = previous.and_then(|p| {
+                    let i = p.clusters.iter().position(|r| r.name == c.name)?;
+                    p.cluster_chains.get(i)
+                });
+                Arc::new(Chain::new(&c.plugins, old.map(|c| c.as_ref()), build))
+            })
+            .collect();
+        let has_plugins = config.listeners.iter().any(|l| !l.plugins.is_empty())
+            || config.clusters.iter().any(|c| !c.plugins.is_empty());
         let mut clusters = Vec::new();
         let mut metrics = Vec::new();
         for c in &config.clusters {
@@ -37,7 +77,15 @@ impl Snapshot {
             clusters: clusters.into(),
             metrics: metrics.into(),
             listeners: config.listeners.iter().map(|l| l.cluster).collect(),
+            listener_chains,
+            cluster_chains,
+            has_plugins,
         }
+    }
+
+    /// Does any listener or cluster have routing plugins?
+    pub fn has_plugins(&self) -> bool {
+        self.has_plugins
     }
 
     /// The router and metric handles for requests arriving on listener `listener`.

@@ -291,6 +291,7 @@ fn the_example_config_parses_to_what_it_documents() {
             name: "web".into(),
             address: addr("127.0.0.1:8080"),
             cluster: 0,
+            plugins: vec![],
         }],
         clusters: vec![Cluster {
             name: "shop".into(),
@@ -320,6 +321,7 @@ fn the_example_config_parses_to_what_it_documents() {
                 fall: 2,
             }),
             fail_on_status: vec![503],
+            plugins: vec![],
             servers: vec![
                 server("n1", 8081, 1),
                 Server {

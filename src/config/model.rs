@@ -4,6 +4,7 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+pub use tether_plugins::PluginSpec;
 
 /// Most servers a request may be tried on (`max_attempts` upper bound).
 pub const MAX_ATTEMPTS_LIMIT: u32 = 16;
@@ -107,6 +108,8 @@ pub struct Listener {
     pub address: SocketAddr,
     /// Index into [`Config::clusters`].
     pub cluster: usize,
+    /// Routing plugins, in order; they may send a request to another cluster.
+    pub plugins: Vec<PluginSpec>,
 }
 
 /// How session ids carry the server's identity.
@@ -168,6 +171,8 @@ pub struct Cluster {
     /// Upstream statuses that count as a failure for idempotent requests: the next server
     /// is tried (mod_jk `fail_on_status`, nginx `proxy_next_upstream http_503`).
     pub fail_on_status: Vec<u16>,
+    /// Routing plugins run after the listener's, for requests of this cluster.
+    pub plugins: Vec<PluginSpec>,
     pub servers: Vec<Server>,
 }
 

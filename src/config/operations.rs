@@ -1,11 +1,12 @@
 //! Validation of the operating sections: the admin API, health checks, `fail_on_status`.
 
-use super::model::{Admin, HealthCheck, HealthCheckKind, Listener};
+use super::model::{Admin, Cluster, HealthCheck, HealthCheckKind, Listener, PluginSpec};
 use super::raw::{RawAdmin, RawHealthCheck, RawMetrics};
 use super::validate::Check;
 use serde_yaml::Value;
 use std::net::SocketAddr;
 use std::time::Duration;
+use tether_plugins::KnownTargets;
 
 pub(super) fn admin(raw: RawAdmin, listeners: &[Listener], check: &mut Check) -> Admin {
     let address = match raw.address.parse::<SocketAddr>() {
@@ -64,6 +65,42 @@ pub(super) fn metrics(
         );
     }
     Some(address)
+}
+
+/// The clusters and servers routing plugins may name.
+pub(super) fn known_targets(clusters: &[Cluster]) -> KnownTargets {
+    KnownTargets::new(clusters.iter().map(|c| {
+        (
+            c.name.as_str(),
+            c.servers.iter().map(|s| s.name.as_str()).collect(),
+        )
+    }))
+}
+
+/// Validates a plugin chain; each error is reported at its entry's path.
+pub(super) fn plugins(
+    values: &[Value],
+    path: &str,
+    targets: &KnownTargets,
+    check: &mut Check,
+) -> Vec<PluginSpec> {
+    let mut out = Vec::new();
+    for (i, v) in values.iter().enumerate() {
+        match tether_plugins::parse(v, targets) {
+            Ok(spec) => out.push(spec),
+            Err(errors) => {
+                for e in errors {
+                    let at = if e.path.is_empty() {
+                        format!("{path}[{i}]")
+                    } else {
+                        format!("{path}[{i}].{}", e.path)
+                    };
+                    check.err(at, e.message);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// `200`, `"200-399"` or `"2xx"`.

@@ -65,6 +65,8 @@ pub struct RawListener {
     pub name: String,
     pub address: String,
     pub cluster: String,
+    #[serde(default)]
+    pub plugins: Vec<Value>,
 }
 
 #[derive(Deserialize)]
@@ -85,6 +87,8 @@ pub struct RawCluster {
     pub idle_timeout: Option<String>,
     pub websphere: Option<RawWebsphere>,
     pub health_check: Option<RawHealthCheck>,
+    #[serde(default)]
+    pub plugins: Vec<Value>,
     pub fail_on_status: Option<Vec<u16>>,
 }
 

@@ -1,9 +1,9 @@
 //! Turns raw config types into the validated model, collecting every error.
 
-use super::duration::parse_duration;
 use super::error::ConfigError;
 use super::model::*;
 use super::operations;
+use super::parse_duration;
 use super::raw::{RawCluster, RawConfig, RawServer, RawServerSettings};
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -55,9 +55,10 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
     let clusters_complete = raw.clusters.iter().all(|c| c.cluster.is_some());
     let mut clusters = Vec::new();
     let mut cluster_names = HashMap::new();
+    let mut cluster_plugins = Vec::new();
     for (i, item) in raw.clusters.into_iter().enumerate() {
         let path = format!("clusters[{i}]");
-        let Some(c) = item.cluster else {
+        let Some(mut c) = item.cluster else {
             // The cluster's own fields are broken; its servers are still checked.
             servers(&item.servers, SessionStyle::Tomcat, &path, &mut check);
             continue;
@@ -71,6 +72,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             "cluster name",
             &c.name,
         );
+        cluster_plugins.push((path.clone(), std::mem::take(&mut c.plugins)));
         clusters.push(cluster(c, &item.servers, &path, &mut check));
     }
     if clusters.is_empty() && clusters_complete {
@@ -78,6 +80,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
     }
 
     let mut listeners = Vec::new();
+    let mut listener_plugins = Vec::new();
     let mut listener_names = HashMap::new();
     let mut listener_addrs = HashMap::new();
     for (i, l) in raw.listeners.iter().enumerate() {
@@ -121,10 +124,22 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             name: l.name.clone(),
             address,
             cluster: cluster.unwrap_or(0),
+            plugins: Vec::new(),
         });
+        listener_plugins.push((path, l.plugins.clone()));
     }
     if raw.listeners.is_empty() {
         check.err("listeners", "at least one listener is required");
+    }
+    // Plugins may name any cluster or server, so they are checked once all are known.
+    let targets = operations::known_targets(&clusters);
+    for (listener, (path, values)) in listeners.iter_mut().zip(&listener_plugins) {
+        listener.plugins =
+            operations::plugins(values, &format!("{path}.plugins"), &targets, &mut check);
+    }
+    for (cluster, (path, values)) in clusters.iter_mut().zip(&cluster_plugins) {
+        cluster.plugins =
+            operations::plugins(values, &format!("{path}.plugins"), &targets, &mut check);
     }
 
     let admin = raw
@@ -314,6 +329,7 @@ fn cluster(
             .health_check
             .map(|h| operations::health_check(h, &format!("{path}.health_check"), check)),
         fail_on_status: operations::fail_on_status(c.fail_on_status, path, check),
+        plugins: Vec::new(),
         servers,
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::metrics::ClusterMetrics;
 use crate::routing::{ClusterRouter, Decision, Outcome, Reject, Tried};
+use crate::snapshot::Snapshot;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -18,6 +19,11 @@ pub struct RequestCtx {
     pub first: Option<Decision>,
     /// Servers already tried, in order.
     pub tried: Tried,
+    /// A server a routing plugin chose (for a request without a session of the cluster).
+    pub preferred: Option<usize>,
+    /// The snapshot whose plugin chains this request ran, when any plugin is configured,
+    /// with the listener and the cluster the request went to.
+    pub plugins: Option<(Arc<Snapshot>, usize, usize)>,
     /// The server of the current attempt (counted in its in-flight gauge).
     pub server: Option<usize>,
     pub outcome: Option<Outcome>,
@@ -55,6 +61,8 @@ impl RequestCtx {
             first: None,
             tried: Tried::default(),
             server: None,
+            preferred: None,
+            plugins: None,
             outcome: None,
             rejected: None,
             retry_same: false,

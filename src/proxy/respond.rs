@@ -6,15 +6,14 @@ use pingora_http::ResponseHeader;
 use pingora_proxy::Session;
 
 /// Writes `status` with a `text/plain` body and closes the response.
-pub async fn plain(session: &mut Session, status: u16, body: &'static str) -> Result<()> {
+pub async fn plain(session: &mut Session, status: u16, body: impl Into<Bytes>) -> Result<()> {
+    let body: Bytes = body.into();
     let mut resp = ResponseHeader::build(status, Some(4))?;
     resp.insert_header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")?;
     resp.insert_header(http::header::CONTENT_LENGTH, body.len())?;
     resp.insert_header(http::header::CACHE_CONTROL, "no-store")?;
     session.write_response_header(Box::new(resp), false).await?;
-    session
-        .write_response_body(Some(Bytes::from_static(body.as_bytes())), true)
-        .await
+    session.write_response_body(Some(body), true).await
 }
 
 /// The body tether sends with an error status it generates.

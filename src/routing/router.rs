@@ -210,10 +210,25 @@ impl ClusterRouter {
     /// Chooses the server for a request whose raw path (with query) is `path`.
     /// `tried` holds the servers this request already failed on; `now` is [`super::now_ms`].
     pub fn decide(&self, path: &[u8], headers: &HeaderMap, tried: &Tried, now: u64) -> Decision {
+        self.decide_with(path, headers, tried, now, None)
+    }
+
+    /// Like [`Self::decide`], with a server a routing plugin chose: it takes the request
+    /// when the request carries no session of this cluster (a new or an orphaned session)
+    /// and it can take new sessions. A session of this cluster keeps its affinity.
+    pub fn decide_with(
+        &self,
+        path: &[u8],
+        headers: &HeaderMap,
+        tried: &Tried,
+        now: u64,
+        preferred: Option<usize>,
+    ) -> Decision {
         let ctx = Pick {
             router: self,
             tried,
             now,
+            preferred: preferred.filter(|&p| p < self.servers.len()),
         };
         if !self.sticky {
             return ctx.new_session();

@@ -74,6 +74,7 @@ fn cluster(names: &[&str]) -> Cluster {
         partition_table_max: 1_000,
         health_check: None,
         fail_on_status: vec![],
+        plugins: vec![],
         servers: names
             .iter()
             .enumerate()

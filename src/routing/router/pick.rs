@@ -36,6 +36,8 @@ pub(super) struct Pick<'a> {
     pub router: &'a ClusterRouter,
     pub tried: &'a Tried,
     pub now: u64,
+    /// A server a routing plugin chose for a request without a session of this cluster.
+    pub preferred: Option<usize>,
 }
 
 impl Pick<'_> {
@@ -220,7 +222,16 @@ impl Pick<'_> {
 
     /// A session whose token names no server: consistent hash over servers taking new work.
     pub fn hash_fallback(&self, sid: &[u8]) -> Decision {
+        if let Some(d) = self.preferred_server(Outcome::HashFallback) {
+            return d;
+        }
         self.rebalance(sid, Outcome::HashFallback)
+    }
+
+    /// The plugin's server, when it can take a new session.
+    fn preferred_server(&self, outcome: Outcome) -> Option<Decision> {
+        let server = self.preferred.filter(|&p| self.new_ok(p))?;
+        Some(Decision::Route { server, outcome })
     }
 
     fn rebalance(&self, sid: &[u8], outcome: Outcome) -> Decision {
@@ -246,6 +257,9 @@ impl Pick<'_> {
 
     /// No session: balance among active, up primaries; backups when none can.
     pub fn new_session(&self) -> Decision {
+        if let Some(d) = self.preferred_server(Outcome::NewSession) {
+            return d;
+        }
         let r = self.router;
         let next = || r.cursor.fetch_add(1, Relaxed);
         let pick = |pool: &Pool| match r.balance {

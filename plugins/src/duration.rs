@@ -1,4 +1,4 @@
-//! Durations written as `500ms`, `10s`, `2m` or `1h` in the config file.
+//! Durations written as `500ms`, `10s`, `2m` or `1h` in the config file (core and plugins).
 
 use std::time::Duration;
 

@@ -1,0 +1,84 @@
+//! Routing plugins for tether (DESIGN section 5): a trait with a do-nothing default for
+//! each phase, explicit result enums, an explicit registry from names to constructors, and
+//! the built-in `route_lookup` (the nginx `auth_request` recipe, done safely) and
+//! `route_table` plugins.
+//!
+//! A plugin may only name clusters and servers the config knows ([`KnownTargets`]): a
+//! look-up service cannot send traffic to an arbitrary address.
+
+mod chain;
+mod duration;
+mod key;
+mod metrics;
+mod registry;
+pub mod route_lookup;
+pub mod route_table;
+mod target;
+
+pub use chain::Chain;
+pub use duration::parse_duration;
+pub use key::KeySource;
+pub use registry::{build, parse, PluginConfigError, PluginSpec, NAMES};
+pub use target::{KnownTargets, Target};
+
+use async_trait::async_trait;
+use pingora_http::{RequestHeader, ResponseHeader};
+
+/// What the request phase decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Flow {
+    /// Go on with the next plugin and then routing.
+    Continue,
+    /// Answer the client now with this status and a short plain-text body.
+    Respond { status: u16, body: String },
+}
+
+/// What the route phase decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// No opinion: the next plugin, or the listener's cluster.
+    Continue,
+    /// Answer the client now.
+    Respond { status: u16, body: String },
+    /// Send the request to this cluster (and, for a new session, this server).
+    To(Target),
+}
+
+/// A summary of a finished request for the logging phase.
+#[derive(Debug, Clone)]
+pub struct LogSummary {
+    pub status: u16,
+    pub cluster: Option<usize>,
+    pub server: Option<usize>,
+}
+
+/// A routing plugin. Every phase has a do-nothing default; a plugin overrides the ones it
+/// needs. Phases run in this order: request, route, upstream request, upstream response,
+/// response, logging.
+#[async_trait]
+pub trait Plugin: Send + Sync {
+    /// The registry name (`route_lookup`, ...).
+    fn name(&self) -> &'static str;
+
+    /// Before routing; may answer the request itself.
+    async fn request(&self, _req: &mut RequestHeader) -> Flow {
+        Flow::Continue
+    }
+
+    /// Chooses the cluster (and optionally the server) for the request.
+    async fn route(&self, _req: &RequestHeader) -> Route {
+        Route::Continue
+    }
+
+    /// Adjusts the request sent to the server (each attempt).
+    async fn upstream_request(&self, _req: &mut RequestHeader) {}
+
+    /// Adjusts the server's response header before anything else looks at it.
+    async fn upstream_response(&self, _resp: &mut ResponseHeader) {}
+
+    /// Adjusts the response header sent to the client.
+    async fn response(&self, _resp: &mut ResponseHeader) {}
+
+    /// After the request; must not block.
+    fn logging(&self, _summary: &LogSummary) {}
+}

@@ -1,0 +1,61 @@
+//! Running the routing plugins of a request: the listener's chain, then the chosen
+//! cluster's (DESIGN section 5). Sessions still win inside the chosen cluster: the plugins
+//! only pick the cluster, and a server for requests without a session of that cluster.
+
+use crate::snapshot::Snapshot;
+use pingora_http::RequestHeader;
+use tether_plugins::{Flow, Route};
+
+/// Where the plugins send a request.
+pub struct Routed {
+    pub cluster: usize,
+    /// A server for a request that carries no session of `cluster`.
+    pub preferred: Option<usize>,
+}
+
+/// A plugin's own answer to the client.
+pub struct Answer {
+    pub status: u16,
+    pub body: String,
+}
+
+/// Runs the request and route phases of both chains.
+pub async fn route(
+    snapshot: &Snapshot,
+    listener: usize,
+    req: &mut RequestHeader,
+) -> Result<Routed, Answer> {
+    let mut routed = Routed {
+        cluster: snapshot.listeners[listener],
+        preferred: None,
+    };
+    let chain = &snapshot.listener_chains[listener];
+    if !chain.is_empty() {
+        if let Flow::Respond { status, body } = chain.request(req).await {
+            return Err(Answer { status, body });
+        }
+        match chain.route(req).await {
+            Route::Continue => {}
+            Route::Respond { status, body } => return Err(Answer { status, body }),
+            Route::To(t) => {
+                routed.cluster = t.cluster;
+                routed.preferred = t.server;
+            }
+        }
+    }
+    let chain = &snapshot.cluster_chains[routed.cluster];
+    if !chain.is_empty() {
+        if let Flow::Respond { status, body } = chain.request(req).await {
+            return Err(Answer { status, body });
+        }
+        match chain.route(req).await {
+            Route::Respond { status, body } => return Err(Answer { status, body }),
+            // A cluster's plugins choose among its own servers only.
+            Route::To(t) if t.cluster == routed.cluster => {
+                routed.preferred = t.server.or(routed.preferred)
+            }
+            _ => {}
+        }
+    }
+    Ok(routed)
+}
