@@ -81,12 +81,18 @@ fn main() -> ExitCode {
     let daemon = run.daemon || config.server.daemon;
     let pid_file = PathBuf::from(&config.server.pid_file);
     match build_server(config, Some(path), run) {
-        Ok((server, _control)) => {
+        Ok((server, control)) => {
             if !daemon {
                 // Pingora writes the pid file only when it daemonizes.
                 tether::upgrade::write_pid_file(&pid_file);
             }
-            server.run_forever()
+            server.run(pingora_core::server::RunArgs::default());
+            // Pingora cancels background tasks at shutdown; the last save happens here,
+            // after the last request, so a restart or upgrade finds the whole table.
+            if let Some(dir) = &control.config().state_dir {
+                tether::persist::save_all(control.snapshot(), dir);
+            }
+            ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("tether: {e}");

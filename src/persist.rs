@@ -128,6 +128,25 @@ pub fn load_all(snapshot: &SharedSnapshot, state_dir: &Path) {
     }
 }
 
+/// Saves every WebSphere cluster's table now (at exit, after Pingora stopped serving).
+pub fn save_all(snapshot: &SharedSnapshot, state_dir: &Path) {
+    for router in snapshot.load().clusters.iter().filter(|r| r.is_websphere()) {
+        let path = table_path(state_dir, &router.name);
+        match save(router, &path) {
+            Ok(n) => info!(
+                "cluster {}: saved {n} partitions to {}",
+                router.name,
+                path.display()
+            ),
+            Err(e) => warn!(
+                "cluster {}: cannot save partition table to {}: {e}",
+                router.name,
+                path.display()
+            ),
+        }
+    }
+}
+
 /// Background task that saves changed tables.
 pub struct Persister {
     snapshot: SharedSnapshot,
