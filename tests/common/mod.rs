@@ -1,6 +1,7 @@
 //! Test harness: simulated Tomcat servers and a real `tether` process on loopback.
 #![allow(dead_code)]
 
+pub mod lookup;
 pub mod prometheus;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -70,6 +71,8 @@ pub struct Opts {
     pub metrics: bool,
     /// Write the access log to `<dir>/access.log`.
     pub access_log: bool,
+    /// YAML list items (indented 6) of the listener's `plugins:`.
+    pub listener_plugins: String,
 }
 
 impl Tether {
@@ -115,10 +118,15 @@ impl Tether {
             let yaml = format!(
                 "server:\n  threads: 2\n  grace_period_seconds: 0\n  graceful_shutdown_timeout_seconds: 1\n  \
                  pid_file: {d}/tether.pid\n  upgrade_sock: {d}/upgrade.sock\n{top}\
-                 listeners:\n  - {{ name: web, address: \"{addr}\", cluster: shop }}\n\
+                 listeners:\n  - name: web\n    address: \"{addr}\"\n    cluster: shop\n{plugins}\
                  clusters:\n  - name: shop\n{cluster}",
                 d = dir.display(),
                 top = top,
+                plugins = if opts.listener_plugins.is_empty() {
+                    String::new()
+                } else {
+                    format!("    plugins:\n{}", opts.listener_plugins)
+                },
                 cluster = opts.cluster,
             );
             let conf = dir.join("tether.yaml");
