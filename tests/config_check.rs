@@ -194,6 +194,30 @@ fn each_kind_of_mistake_is_named_with_its_line() {
             2,
         ),
         (
+            "unknown plugin",
+            GOOD.replace("cluster: shop }", "cluster: shop, plugins: [{ name: route_magic }] }"),
+            "listeners[0].plugins[0].name",
+            "unknown plugin `route_magic`",
+            2,
+        ),
+        (
+            "bad plugin config",
+            GOOD.replace(
+                "cluster: shop }",
+                "cluster: shop, plugins: [{ name: route_lookup, key: { header: X }, url: \"ftp://x/{key}\", answer: { header: R } }] }",
+            ),
+            "listeners[0].plugins[0].url",
+            "must start with http://",
+            2,
+        ),
+        (
+            "route table naming an unknown server",
+            GOOD.replace("    servers:", "    plugins: [{ name: route_table, key: { header: X }, file: /nonexistent.csv }]\n    servers:"),
+            "clusters[0].plugins[0].file",
+            "cannot read",
+            5,
+        ),
+        (
             "bad cluster name",
             GOOD.replace("- name: shop", "- name: \"shop floor\""),
             "clusters[0].name",
