@@ -31,15 +31,25 @@ fn route_table(c: &mut Criterion) {
     // One timed load up front, printed as a plain figure.
     let start = Instant::now();
     let table = load(&path, &targets).expect("valid table");
-    println!("route_table: loaded {} entries in {:?}", table.len(), start.elapsed());
+    println!(
+        "route_table: loaded {} entries in {:?}",
+        table.len(),
+        start.elapsed()
+    );
 
     let mut g = c.benchmark_group("route_table");
     g.sample_size(10);
-    g.bench_function("load_1M_csv", |b| b.iter(|| load(black_box(&path), &targets).unwrap().len()));
+    g.bench_function("load_1M_csv", |b| {
+        b.iter(|| load(black_box(&path), &targets).unwrap().len())
+    });
     g.finish();
 
-    let baseline: HashMap<String, usize> = (0..ENTRIES).map(|i| (format!("user{i:07}"), i % 5)).collect();
-    let keys: Vec<String> = (0..1024).map(|i| format!("user{:07}", (i * 977) % ENTRIES)).collect();
+    let baseline: HashMap<String, usize> = (0..ENTRIES)
+        .map(|i| (format!("user{i:07}"), i % 5))
+        .collect();
+    let keys: Vec<String> = (0..1024)
+        .map(|i| format!("user{:07}", (i * 977) % ENTRIES))
+        .collect();
     let mut k = 0usize;
     c.bench_function("route_table_lookup_1M", |b| {
         b.iter(|| {

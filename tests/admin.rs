@@ -2,8 +2,7 @@
 
 mod common;
 
-use common::{server_line, tomcats, Opts, Tether};
-use std::collections::HashMap;
+use common::{new_sessions, server_line, tomcats, Opts, Tether};
 
 const TOKEN: &str = "s3cret-token";
 const AUTH: Option<&str> = Some(TOKEN);
@@ -24,19 +23,6 @@ fn start(cluster: String) -> Tether {
         log: Some("warn,tether=info"),
         ..Opts::default()
     })
-}
-
-async fn new_sessions(t: &Tether, n: usize) -> HashMap<String, u32> {
-    let mut seen = HashMap::new();
-    let mut c = t.client();
-    for _ in 0..n {
-        let resp = c.get("/", &[]).await.unwrap();
-        assert_eq!(resp.status, 200);
-        *seen
-            .entry(resp.header("x-server").unwrap().to_string())
-            .or_default() += 1;
-    }
-    seen
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

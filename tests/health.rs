@@ -2,8 +2,7 @@
 
 mod common;
 
-use common::{server_line, tomcats, Opts, Tether};
-use std::collections::HashMap;
+use common::{new_sessions, server_line, tomcats, Opts, Tether};
 use std::time::{Duration, Instant};
 
 fn cluster(sims: &[tether::sim::TomcatSim], health: &str) -> String {
@@ -37,19 +36,6 @@ async fn wait_health(t: &Tether, server: &str, want: &str, limit: Duration) -> D
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-async fn new_sessions(t: &Tether, n: usize) -> HashMap<String, u32> {
-    let mut seen = HashMap::new();
-    let mut c = t.client();
-    for _ in 0..n {
-        let resp = c.get("/", &[]).await.unwrap();
-        assert_eq!(resp.status, 200);
-        *seen
-            .entry(resp.header("x-server").unwrap().to_string())
-            .or_default() += 1;
-    }
-    seen
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -266,6 +266,20 @@ pub async fn tomcats(n: usize) -> Vec<TomcatSim> {
     sims
 }
 
+/// Sends `n` requests without a session on one connection; counts new sessions per server.
+pub async fn new_sessions(t: &Tether, n: usize) -> std::collections::HashMap<String, u32> {
+    let mut seen = std::collections::HashMap::new();
+    let mut c = t.client();
+    for _ in 0..n {
+        let resp = c.get("/", &[]).await.unwrap();
+        assert_eq!(resp.status, 200);
+        *seen
+            .entry(resp.header("x-server").unwrap().to_string())
+            .or_default() += 1;
+    }
+    seen
+}
+
 /// A browser: a keep-alive connection and the session cookie it was given.
 pub struct Browser {
     pub http: HttpClient,
