@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Opens N keep-alive connections to HOST:PORT, sends one GET on each (with a session
+cookie on 90 % of them), reads each response, then keeps every connection open until
+SIGTERM or SIGINT. Prints "open N ok M failed K" once all are established."""
+import asyncio
+import signal
+import sys
+
+HOST, PORT, N = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+ROUTES = sys.argv[4].split(",") if len(sys.argv) > 4 else ["n1", "n2", "n3"]
+BATCH = 250
+
+
+async def one(i, conns):
+    try:
+        r, w = await asyncio.wait_for(asyncio.open_connection(HOST, PORT), 30)
+    except Exception:
+        return False
+    conns.append(w)
+    cookie = ""
+    if i % 10:
+        cookie = "Cookie: JSESSIONID=%032X.%s\r\n" % (i, ROUTES[i % len(ROUTES)])
+    w.write(("GET /small HTTP/1.1\r\nHost: bench\r\n%s\r\n" % cookie).encode())
+    try:
+        head = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 30)
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        if length:
+            await asyncio.wait_for(r.readexactly(length), 30)
+        return head.startswith(b"HTTP/1.1 200")
+    except Exception:
+        return False
+
+
+async def main():
+    conns = []
+    ok = failed = 0
+    for start in range(0, N, BATCH):
+        res = await asyncio.gather(*(one(i, conns) for i in range(start, min(N, start + BATCH))))
+        ok += sum(res)
+        failed += len(res) - sum(res)
+    print("open %d ok %d failed %d" % (len(conns), ok, failed), flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    await stop.wait()
+    for w in conns:
+        w.close()
+
+
+asyncio.run(main())

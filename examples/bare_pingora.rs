@@ -1,0 +1,103 @@
+//! The floor for a Pingora-based proxy: Pingora's own minimal load balancer, built from
+//! the same Pingora version as tether. It round-robins every request over the backends
+//! with `pingora_load_balancing::LoadBalancer<RoundRobin>` (no stickiness, no health
+//! checks, no header rewriting), so `bench/run` can show what tether costs on top of it.
+//!
+//! ```sh
+//! cargo build --release --example bare_pingora
+//! target/release/examples/bare_pingora --listen 127.0.0.1:8080 --threads 2 \
+//!     --upstream 127.0.0.1:8081,127.0.0.1:8082,127.0.0.1:8083
+//! ```
+//!
+//! Each flag may also be given by environment: `BARE_LISTEN`, `BARE_THREADS`,
+//! `BARE_UPSTREAMS` (comma-separated).
+
+use async_trait::async_trait;
+use pingora_core::server::configuration::{Opt, ServerConf};
+use pingora_core::server::Server;
+use pingora_core::upstreams::peer::HttpPeer;
+use pingora_core::Result;
+use pingora_load_balancing::{selection::RoundRobin, LoadBalancer};
+use pingora_proxy::{ProxyHttp, Session};
+use std::sync::Arc;
+
+pub struct Lb(Arc<LoadBalancer<RoundRobin>>);
+
+#[async_trait]
+impl ProxyHttp for Lb {
+    type CTX = ();
+    fn new_ctx(&self) -> Self::CTX {}
+
+    async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut ()) -> Result<Box<HttpPeer>> {
+        // The key does not matter for round robin.
+        let upstream = self.0.select(b"", 256).ok_or_else(|| {
+            pingora_error::Error::explain(pingora_error::ErrorType::ConnectNoRoute, "no upstream")
+        })?;
+        Ok(Box::new(HttpPeer::new(upstream, false, String::new())))
+    }
+}
+
+struct Args {
+    listen: String,
+    threads: usize,
+    upstreams: Vec<String>,
+}
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: bare_pingora [--listen ADDR] [--threads N] [--upstream ADDR,ADDR,...]\n\
+         (or BARE_LISTEN, BARE_THREADS, BARE_UPSTREAMS)"
+    );
+    std::process::exit(2)
+}
+
+fn parse_args() -> Args {
+    let env = |k: &str| std::env::var(k).ok();
+    let mut listen = env("BARE_LISTEN").unwrap_or_else(|| "127.0.0.1:6188".into());
+    let mut threads: usize = env("BARE_THREADS").and_then(|t| t.parse().ok()).unwrap_or(2);
+    let mut upstreams = env("BARE_UPSTREAMS").unwrap_or_default();
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut val = || it.next().unwrap_or_else(|| usage());
+        match a.as_str() {
+            "--listen" => listen = val(),
+            "--threads" => threads = val().parse().unwrap_or_else(|_| usage()),
+            "--upstream" | "--upstreams" => upstreams = val(),
+            _ => usage(),
+        }
+    }
+    let upstreams: Vec<String> = upstreams
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
+    if upstreams.is_empty() || threads == 0 {
+        usage();
+    }
+    Args {
+        listen,
+        threads,
+        upstreams,
+    }
+}
+
+fn main() {
+    env_logger::init();
+    let args = parse_args();
+    let conf = ServerConf {
+        threads: args.threads,
+        grace_period_seconds: Some(0),
+        graceful_shutdown_timeout_seconds: Some(0),
+        ..ServerConf::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(Opt::default(), conf);
+    server.bootstrap();
+
+    let upstreams = LoadBalancer::try_from_iter(args.upstreams.iter().map(String::as_str))
+        .expect("upstream addresses");
+    let mut lb = pingora_proxy::http_proxy_service(&server.configuration, Lb(Arc::new(upstreams)));
+    lb.add_tcp(&args.listen);
+    server.add_service(lb);
+    server.run_forever();
+}
