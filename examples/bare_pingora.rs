@@ -54,7 +54,9 @@ fn usage() -> ! {
 fn parse_args() -> Args {
     let env = |k: &str| std::env::var(k).ok();
     let mut listen = env("BARE_LISTEN").unwrap_or_else(|| "127.0.0.1:6188".into());
-    let mut threads: usize = env("BARE_THREADS").and_then(|t| t.parse().ok()).unwrap_or(2);
+    let mut threads: usize = env("BARE_THREADS")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(2);
     let mut upstreams = env("BARE_UPSTREAMS").unwrap_or_default();
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {

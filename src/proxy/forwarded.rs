@@ -1,13 +1,15 @@
 //! `X-Forwarded-For`, `-Proto` and `-Host` for the upstream request.
 
-use http::header::{HeaderName, HeaderValue, HOST};
+use http::header::{HeaderValue, HOST};
 use pingora_http::RequestHeader;
 use std::io::Write;
 use std::net::IpAddr;
 
-static XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
-static XFP: HeaderName = HeaderName::from_static("x-forwarded-proto");
-static XFH: HeaderName = HeaderName::from_static("x-forwarded-host");
+// Names as `&'static str`: Pingora keeps their case without copying them (a `HeaderName`
+// would be title-cased into a fresh buffer on every insert).
+const XFF: &str = "X-Forwarded-For";
+const XFP: &str = "X-Forwarded-Proto";
+const XFH: &str = "X-Forwarded-Host";
 
 /// Formats `value` (an address or a number) into `buf` without touching the heap.
 /// An IPv6 address is at most 45 bytes.
@@ -24,7 +26,7 @@ pub fn set_forwarded(req: &mut RequestHeader, client: Option<IpAddr>, tls: bool)
     if let Some(ip) = client {
         let mut buf = [0u8; 48];
         let ip = write_on_stack(&mut buf, ip);
-        let value = match req.headers.get(&XFF) {
+        let value = match req.headers.get(XFF) {
             Some(old) if !old.is_empty() => {
                 let mut joined = Vec::with_capacity(old.len() + 2 + ip.len());
                 joined.extend_from_slice(old.as_bytes());
@@ -35,13 +37,13 @@ pub fn set_forwarded(req: &mut RequestHeader, client: Option<IpAddr>, tls: bool)
             _ => HeaderValue::from_bytes(ip),
         };
         if let Ok(v) = value {
-            let _ = req.insert_header(XFF.clone(), v);
+            let _ = req.insert_header(XFF, v);
         }
     }
     let proto = HeaderValue::from_static(if tls { "https" } else { "http" });
-    let _ = req.insert_header(XFP.clone(), proto);
+    let _ = req.insert_header(XFP, proto);
     if let Some(host) = req.headers.get(HOST).cloned() {
-        let _ = req.insert_header(XFH.clone(), host);
+        let _ = req.insert_header(XFH, host);
     }
 }
 

@@ -8,14 +8,15 @@ use log::debug;
 use pingora_http::{RequestHeader, ResponseHeader};
 use std::net::SocketAddr;
 
-static WSFO: HeaderName = HeaderName::from_static("$wsfo");
-static WSPT: HeaderName = HeaderName::from_static("$wspt");
-static WSRA: HeaderName = HeaderName::from_static("$wsra");
-static WSRH: HeaderName = HeaderName::from_static("$wsrh");
-static WSSC: HeaderName = HeaderName::from_static("$wssc");
-static WSSN: HeaderName = HeaderName::from_static("$wssn");
-static WSSP: HeaderName = HeaderName::from_static("$wssp");
-static WSIS: HeaderName = HeaderName::from_static("$wsis");
+// Names as `&'static str`, in the plug-in's own case: Pingora keeps it without copying.
+const WSFO: &str = "$WSFO";
+const WSPT: &str = "$WSPT";
+const WSRA: &str = "$WSRA";
+const WSRH: &str = "$WSRH";
+const WSSC: &str = "$WSSC";
+const WSSN: &str = "$WSSN";
+const WSSP: &str = "$WSSP";
+const WSIS: &str = "$WSIS";
 
 /// Header names are stored lower-case, so one prefix test covers `$WSFO`, `$wsfo`, ...
 fn is_private(name: &HeaderName) -> bool {
@@ -52,10 +53,10 @@ pub fn tag_request(
 ) -> bool {
     let tagged = needs_failover_tag(outcome);
     if tagged {
-        let _ = req.insert_header(WSFO.clone(), HeaderValue::from_static("true"));
+        let _ = req.insert_header(WSFO, HeaderValue::from_static("true"));
     } else {
         // A retry reuses the request head: take a tag of an earlier attempt back off.
-        req.remove_header(&WSFO);
+        req.remove_header(WSFO);
     }
     if !router.private_headers() {
         return tagged;
@@ -64,21 +65,21 @@ pub fn tag_request(
     if let Some(client) = client {
         let ip = HeaderValue::from_bytes(write_on_stack(&mut buf, client.ip()));
         if let Ok(ip) = ip {
-            let _ = req.insert_header(WSRA.clone(), ip.clone());
+            let _ = req.insert_header(WSRA, ip.clone());
             // The plug-in puts the client's host name here; tether does no reverse DNS.
-            let _ = req.insert_header(WSRH.clone(), ip);
+            let _ = req.insert_header(WSRH, ip);
         }
     }
-    let _ = req.insert_header(WSSC.clone(), HeaderValue::from_static("http"));
-    let _ = req.insert_header(WSIS.clone(), HeaderValue::from_static("false"));
+    let _ = req.insert_header(WSSC, HeaderValue::from_static("http"));
+    let _ = req.insert_header(WSIS, HeaderValue::from_static("false"));
     let host = req.headers.get(HOST).map(|h| h.as_bytes());
     let server_name = host.map(|h| host_without_port(h).to_vec());
     if let Some(name) = server_name.and_then(|n| HeaderValue::from_bytes(&n).ok()) {
-        let _ = req.insert_header(WSSN.clone(), name);
+        let _ = req.insert_header(WSSN, name);
     }
     if let Some(local) = local {
         if let Ok(port) = HeaderValue::from_bytes(write_on_stack(&mut buf, local.port())) {
-            let _ = req.insert_header(WSSP.clone(), port);
+            let _ = req.insert_header(WSSP, port);
         }
     }
     tagged
@@ -102,7 +103,7 @@ fn host_without_port(host: &[u8]) -> &[u8] {
 /// and removes every `$WS*` header before the response goes to the client.
 pub fn learn_and_strip(router: &ClusterRouter, server: &str, resp: &mut ResponseHeader) {
     if router.is_websphere() {
-        for value in resp.headers.get_all(&WSPT) {
+        for value in resp.headers.get_all(WSPT) {
             let learned = router.learn_wspt(value.as_bytes());
             if learned.refused.is_some() || learned.unknown_clone > 0 || learned.full > 0 {
                 debug!(
