@@ -173,7 +173,7 @@ async fn pk48101_a_new_process_keeps_affinity_from_the_saved_table() {
             first.terminate();
         } else {
             // A crash: only what the debounced writer saved (once a second) survives.
-            tokio::time::sleep(Duration::from_millis(1_500)).await;
+            tokio::time::sleep(Duration::from_millis(2_500)).await;
             drop(first);
         }
         assert!(dir.join("state/partitions-shop.tsv").exists());
