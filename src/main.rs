@@ -6,9 +6,11 @@ use std::process::ExitCode;
 use tether::service::{build_server, RunOptions};
 
 // glibc's malloc was ~9% of a proxying core in `perf` (many small, short-lived objects per
-// request); mimalloc serves those from thread-local free lists.
+// request). jemalloc serves them from thread caches: +10-15% requests/s. mimalloc was as
+// fast but held 2.8x the memory at 10,000 connections (bench/README.md); jemalloc held less
+// than glibc and gave memory back when connections closed.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[derive(Parser)]
 #[command(
