@@ -2,17 +2,13 @@
 
 mod common;
 
-use common::{new_sessions, server_line, tomcats, Opts, Tether};
+use common::{new_sessions, tomcats, Opts, Tether};
 
 const TOKEN: &str = "s3cret-token";
 const AUTH: Option<&str> = Some(TOKEN);
 
 fn cluster(sims: &[tether::sim::TomcatSim]) -> String {
-    let mut c = String::from("    servers:\n");
-    for s in sims {
-        c.push_str(&server_line(s, ""));
-    }
-    c
+    common::cluster_yaml("", sims)
 }
 
 fn start(cluster: String) -> Tether {

@@ -2,15 +2,11 @@
 
 mod common;
 
-use common::{new_sessions, server_line, tomcats, Opts, Tether};
+use common::{new_sessions, tomcats, Opts, Tether};
 use std::time::{Duration, Instant};
 
 fn cluster(sims: &[tether::sim::TomcatSim], health: &str) -> String {
-    let mut c = format!("{health}    servers:\n");
-    for s in sims {
-        c.push_str(&server_line(s, ""));
-    }
-    c
+    common::cluster_yaml(health, sims)
 }
 
 fn start(cluster: String) -> Tether {

@@ -24,6 +24,18 @@ pub use target::{KnownTargets, Target};
 use async_trait::async_trait;
 use pingora_http::{RequestHeader, ResponseHeader};
 
+/// Percent-encodes everything but RFC 3986 unreserved characters (for a key in a URL).
+pub fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// What the request phase decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Flow {

@@ -256,6 +256,15 @@ impl Drop for Tether {
     }
 }
 
+/// A cluster body: `settings` (indented cluster fields, may be empty), then every server.
+pub fn cluster_yaml(settings: &str, sims: &[TomcatSim]) -> String {
+    let mut c = format!("{settings}    servers:\n");
+    for s in sims {
+        c.push_str(&server_line(s, ""));
+    }
+    c
+}
+
 /// Starts simulated Tomcat servers named `tc1`, `tc2`, ... (jvmRoute = name).
 pub async fn tomcats(n: usize) -> Vec<TomcatSim> {
     let mut sims = Vec::new();

@@ -35,17 +35,6 @@ pub fn promtool(args: &[&str], stdin: &[u8]) -> (bool, String) {
     (out.status.success(), text)
 }
 
-pub fn url_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 /// A Prometheus server scraping one target every second; killed when dropped.
 pub struct Prometheus {
     pub addr: SocketAddr,
@@ -93,7 +82,10 @@ impl Prometheus {
     /// Runs an instant query; returns the `data.result` array.
     pub async fn query(&self, expr: &str) -> Vec<serde_json::Value> {
         let mut c = HttpClient::new(self.addr);
-        let path = format!("/api/v1/query?query={}", url_encode(expr));
+        let path = format!(
+            "/api/v1/query?query={}",
+            tether_plugins::percent_encode(expr)
+        );
         let resp = c.get(&path, &[]).await.expect("query prometheus");
         let json: serde_json::Value = serde_json::from_slice(&resp.body).unwrap_or_default();
         assert_eq!(json["status"], "success", "{expr}: {json}");

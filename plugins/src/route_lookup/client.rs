@@ -2,6 +2,7 @@
 //! from a header or a small JSON body, checked against the configured targets.
 
 use super::settings::{AnswerSource, Settings};
+use crate::percent_encode;
 use crate::target::{KnownTargets, Target};
 use pingora_core::connectors::http::Connector;
 use pingora_core::upstreams::peer::HttpPeer;
@@ -42,17 +43,6 @@ pub struct Client {
     peer: HttpPeer,
     settings: Settings,
     targets: Arc<KnownTargets>,
-}
-
-fn percent_encode(key: &str) -> String {
-    key.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 impl Client {
