@@ -76,6 +76,9 @@ impl ProxyHttp for TetherProxy {
         // WebSphere's private headers are never taken from a client (DESIGN section 3).
         websphere::strip_request(session.req_header_mut());
         let snapshot = self.snapshot.load_full();
+        let default = snapshot.listeners[self.listener];
+        // Counted under the listener's cluster, even when a plugin answers by itself.
+        ctx.metrics = Some(snapshot.metrics[default].clone());
         let cluster = if snapshot.has_plugins() {
             match plugins::route(&snapshot, self.listener, session.req_header_mut()).await {
                 Ok(routed) => {
@@ -89,7 +92,7 @@ impl ProxyHttp for TetherProxy {
                 }
             }
         } else {
-            snapshot.listeners[self.listener]
+            default
         };
         ctx.router = Some(snapshot.clusters[cluster].clone());
         ctx.metrics = Some(snapshot.metrics[cluster].clone());
