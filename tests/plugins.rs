@@ -10,13 +10,22 @@ use tether::sim::HttpClient;
 
 /// Tether whose listener runs `route_lookup` (key from `X-User`) against `lookup`.
 fn start(sims: &[tether::sim::TomcatSim], lookup: &Lookup, extra: &str) -> Tether {
+    start_answering(sims, lookup, "{ header: X-Route }", extra)
+}
+
+fn start_answering(
+    sims: &[tether::sim::TomcatSim],
+    lookup: &Lookup,
+    answer: &str,
+    extra: &str,
+) -> Tether {
     // The plugin sits on the listener, so the listener line is written by hand here.
     let mut cluster = String::from("    servers:\n");
     for s in sims {
         cluster.push_str(&server_line(s, ""));
     }
     let plugin = format!(
-        "      - name: route_lookup\n        key: {{ header: X-User }}\n        url: \"http://{}/route/{{key}}\"\n        answer: {{ header: X-Route }}\n{extra}",
+        "      - name: route_lookup\n        key: {{ header: X-User }}\n        url: \"http://{}/route/{{key}}\"\n        answer: {answer}\n{extra}",
         lookup.addr()
     );
     Tether::start_with(Opts {
@@ -287,4 +296,21 @@ async fn a_route_table_file_routes_users() {
     let r = c.get("/", &[("Cookie", "user=001")]).await.unwrap();
     assert_eq!(r.header("x-server"), Some("tc2"));
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_answer_can_come_from_a_json_body() {
+    let sims = tomcats(3).await;
+    let lookup = Lookup::start(&[("001", "shop/tc3"), ("002", "shop")]).await;
+    lookup.answer_json();
+    let t = start_answering(&sims, &lookup, "{ json: target }", "");
+    for _ in 0..3 {
+        assert_eq!(
+            as_user(&t, "001", None).await.header("x-server"),
+            Some("tc3")
+        );
+    }
+    // A cluster without a server: balanced inside it.
+    assert_eq!(as_user(&t, "002", None).await.status, 200);
+    assert_eq!(lookup.calls(), 2);
 }

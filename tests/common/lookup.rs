@@ -15,6 +15,8 @@ pub struct Lookup {
     routes: Arc<Mutex<HashMap<String, String>>>,
     delay: Arc<Mutex<Duration>>,
     calls: Arc<AtomicU64>,
+    /// Answer with a JSON body `{"target": ...}` instead of the `X-Route` header.
+    json: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Lookup {
@@ -52,6 +54,10 @@ impl Lookup {
         *self.delay.lock().unwrap() = d;
     }
 
+    pub fn answer_json(&self) {
+        self.json.store(true, Ordering::SeqCst);
+    }
+
     pub fn calls(&self) -> u64 {
         self.calls.load(Ordering::SeqCst)
     }
@@ -77,7 +83,12 @@ impl Lookup {
             let path = head.split(' ').nth(1).unwrap_or("");
             let user = path.strip_prefix("/route/").unwrap_or("");
             let target = self.routes.lock().unwrap().get(user).cloned();
+            let json = self.json.load(Ordering::SeqCst);
             let resp = match target {
+                Some(t) if json => {
+                    let body = serde_json::json!({ "target": t, "user": user }).to_string();
+                    format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+                }
                 Some(t) => format!("HTTP/1.1 200 OK\r\nX-Route: {t}\r\nContent-Length: 0\r\n\r\n"),
                 None => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_string(),
             };
