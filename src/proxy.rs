@@ -77,8 +77,6 @@ impl ProxyHttp for TetherProxy {
         websphere::strip_request(session.req_header_mut());
         let snapshot = self.snapshot.load_full();
         let default = snapshot.listeners[self.listener];
-        // Counted under the listener's cluster, even when a plugin answers by itself.
-        ctx.metrics = Some(snapshot.metrics[default].clone());
         let cluster = if snapshot.has_plugins() {
             match plugins::route(&snapshot, self.listener, session.req_header_mut()).await {
                 Ok(routed) => {
@@ -87,6 +85,8 @@ impl ProxyHttp for TetherProxy {
                     routed.cluster
                 }
                 Err(answer) => {
+                    // Counted under the listener's cluster.
+                    ctx.metrics = Some(snapshot.metrics[default].clone());
                     respond::plain(session, answer.status, answer.body).await?;
                     return Ok(true);
                 }

@@ -44,14 +44,17 @@ async fn as_user(t: &Tether, user: &str, cookie: Option<&str>) -> tether::sim::R
     t.client().get("/", &headers).await.unwrap()
 }
 
-async fn metric(t: &Tether, series: &str) -> f64 {
-    let text = HttpClient::new(t.metrics.unwrap())
+/// `tether_route_lookups_total` of `route_lookup` for one result, from a scrape.
+async fn lookups(t: &Tether, result: &str) -> f64 {
+    let resp = HttpClient::new(t.metrics.unwrap())
         .get("/metrics", &[])
         .await
         .unwrap();
-    let text = text.body_str().to_string();
+    let text = resp.body_str();
+    let series =
+        format!(r#"tether_route_lookups_total{{plugin="route_lookup",result="{result}"}}"#);
     text.lines()
-        .find(|l| l.starts_with(series))
+        .find(|l| l.starts_with(&series))
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no {series} in\n{text}"))
@@ -94,14 +97,7 @@ async fn users_go_where_the_api_says_and_sessions_still_win() {
     // No key: the listener's cluster, normal balancing.
     let resp = t.client().get("/", &[]).await.unwrap();
     assert_eq!(resp.status, 200);
-    assert_eq!(
-        metric(
-            &t,
-            r#"tether_route_lookups_total{plugin="route_lookup",result="miss"}"#
-        )
-        .await,
-        3.0
-    );
+    assert_eq!(lookups(&t, "miss").await, 3.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,14 +115,7 @@ async fn api_down_unknown_targets_and_slow_answers_fall_back() {
         let resp = as_user(&t, user, None).await;
         assert_eq!(resp.status, 200);
     }
-    assert_eq!(
-        metric(
-            &t,
-            r#"tether_route_lookups_total{plugin="route_lookup",result="rejected"}"#
-        )
-        .await,
-        2.0
-    );
+    assert_eq!(lookups(&t, "rejected").await, 2.0);
 
     // A slow API: the request falls back within the timeout, others keep flowing.
     as_user(&t, "001", None).await; // cache 001 first
@@ -153,14 +142,7 @@ async fn api_down_unknown_targets_and_slow_answers_fall_back() {
         took < Duration::from_secs(3),
         "did not wait for the slow API ({took:?})"
     );
-    assert_eq!(
-        metric(
-            &t,
-            r#"tether_route_lookups_total{plugin="route_lookup",result="timeout"}"#
-        )
-        .await,
-        1.0
-    );
+    assert_eq!(lookups(&t, "timeout").await, 1.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -182,14 +164,7 @@ async fn api_down_with_fallback_reject_answers_503() {
         "{}",
         resp.body_str()
     );
-    assert_eq!(
-        metric(
-            &t,
-            r#"tether_route_lookups_total{plugin="route_lookup",result="error"}"#
-        )
-        .await,
-        1.0
-    );
+    assert_eq!(lookups(&t, "error").await, 1.0);
     let t_balance = start(&sims, &dead_lookup, "");
     assert_eq!(
         as_user(&t_balance, "001", None).await.status,
