@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Each flag may also be given by environment: `BARE_LISTEN`, `BARE_THREADS`,
-//! `BARE_UPSTREAMS` (comma-separated).
+//! `BARE_UPSTREAMS` (comma-separated). `--work-stealing false` runs Pingora's threads as
+//! separate event loops, as tether does by default, so `bench/run` compares like for like.
 
 use async_trait::async_trait;
 use pingora_core::server::configuration::{Opt, ServerConf};
@@ -40,13 +41,15 @@ impl ProxyHttp for Lb {
 struct Args {
     listen: String,
     threads: usize,
+    work_stealing: bool,
     upstreams: Vec<String>,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: bare_pingora [--listen ADDR] [--threads N] [--upstream ADDR,ADDR,...]\n\
-         (or BARE_LISTEN, BARE_THREADS, BARE_UPSTREAMS)"
+        "usage: bare_pingora [--listen ADDR] [--threads N] [--work-stealing true|false]\n\
+         \x20                   [--upstream ADDR,ADDR,...]\n\
+         (or BARE_LISTEN, BARE_THREADS, BARE_WORK_STEALING, BARE_UPSTREAMS)"
     );
     std::process::exit(2)
 }
@@ -57,6 +60,9 @@ fn parse_args() -> Args {
     let mut threads: usize = env("BARE_THREADS")
         .and_then(|t| t.parse().ok())
         .unwrap_or(2);
+    let mut work_stealing: bool = env("BARE_WORK_STEALING")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(true);
     let mut upstreams = env("BARE_UPSTREAMS").unwrap_or_default();
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -64,6 +70,7 @@ fn parse_args() -> Args {
         match a.as_str() {
             "--listen" => listen = val(),
             "--threads" => threads = val().parse().unwrap_or_else(|_| usage()),
+            "--work-stealing" => work_stealing = val().parse().unwrap_or_else(|_| usage()),
             "--upstream" | "--upstreams" => upstreams = val(),
             _ => usage(),
         }
@@ -80,6 +87,7 @@ fn parse_args() -> Args {
     Args {
         listen,
         threads,
+        work_stealing,
         upstreams,
     }
 }
@@ -89,6 +97,7 @@ fn main() {
     let args = parse_args();
     let conf = ServerConf {
         threads: args.threads,
+        work_stealing: args.work_stealing,
         grace_period_seconds: Some(0),
         graceful_shutdown_timeout_seconds: Some(0),
         ..ServerConf::default()
