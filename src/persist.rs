@@ -5,6 +5,11 @@
 //! file is written to a temporary name, synced and renamed, so a reader never sees half a
 //! table. A background task saves a table at most once per `interval` after it changed,
 //! and once more at shutdown. Loading a missing or corrupt file logs and changes nothing.
+//!
+//! During a binary upgrade the old process drains while the new one already learns and
+//! saves. Each file names the process that wrote it and when that process started; a
+//! process stops saving a table once a newer tether that is still running has written it,
+//! so the old process's last saves never overwrite what the new one learned.
 
 use crate::routing::{clone_tag, ClusterRouter};
 use crate::snapshot::SharedSnapshot;
@@ -16,9 +21,22 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const HEADER: &str = "# tether partition table v1";
+const WRITER: &str = "# writer ";
+
+/// When this process started, in ms since the Unix epoch (see [`mark_start`]).
+static STARTED_MS: once_cell::sync::Lazy<u64> = once_cell::sync::Lazy::new(|| {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+});
+
+/// Records this process's start time; call once at startup, before any table is saved.
+pub fn mark_start() {
+    once_cell::sync::Lazy::force(&STARTED_MS);
+}
 
 /// The file that holds `cluster`'s table (cluster names are `[A-Za-z0-9._-]+`).
 pub fn table_path(state_dir: &Path, cluster: &str) -> PathBuf {
@@ -37,6 +55,7 @@ pub fn save(router: &ClusterRouter, path: &Path) -> io::Result<usize> {
     let mut out = io::BufWriter::new(std::fs::File::create(&tmp)?);
     writeln!(out, "{HEADER}")?;
     writeln!(out, "# cluster {}", router.name)?;
+    writeln!(out, "{WRITER}{} {}", std::process::id(), *STARTED_MS)?;
     let mut n = 0;
     for (key, tag) in table.entries() {
         if let Some(clone) = router.clone_of_tag(tag) {
@@ -48,6 +67,47 @@ pub fn save(router: &ClusterRouter, path: &Path) -> io::Result<usize> {
     file.sync_all()?;
     std::fs::rename(&tmp, path)?;
     Ok(n)
+}
+
+/// The pid of a tether process, started after this one and still running, that wrote
+/// `path`: the new process of a binary upgrade, which now owns the table.
+pub fn newer_owner(path: &Path) -> Option<u32> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).ok()?;
+    let writer = io::BufReader::new(file)
+        .lines()
+        .take(3)
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix(WRITER).map(str::to_string))?;
+    let (pid, started) = writer.split_once(' ')?;
+    let (pid, started): (u32, u64) = (pid.parse().ok()?, started.parse().ok()?);
+    (pid != std::process::id() && started > *STARTED_MS && alive(pid)).then_some(pid)
+}
+
+fn alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill(2) with signal 0 sends nothing; it only checks that the process exists.
+    let found = unsafe { libc::kill(pid, 0) } == 0;
+    found || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Saves `router`'s table unless a newer tether owns the file ([`newer_owner`]): the
+/// number of entries written, or the owner's pid.
+pub fn save_if_ours(router: &ClusterRouter, path: &Path) -> io::Result<Result<usize, u32>> {
+    match newer_owner(path) {
+        Some(pid) => Ok(Err(pid)),
+        None => save(router, path).map(Ok),
+    }
+}
+
+fn log_taken_over(cluster: &str, path: &Path, pid: u32) {
+    info!(
+        "cluster {cluster}: not saving the partition table: {} was written by tether process \
+         {pid}, which started after this one and now owns it",
+        path.display()
+    );
 }
 
 /// Why a saved table was not loaded.
@@ -132,12 +192,13 @@ pub fn load_all(snapshot: &SharedSnapshot, state_dir: &Path) {
 pub fn save_all(snapshot: &SharedSnapshot, state_dir: &Path) {
     for router in snapshot.load().clusters.iter().filter(|r| r.is_websphere()) {
         let path = table_path(state_dir, &router.name);
-        match save(router, &path) {
-            Ok(n) => info!(
+        match save_if_ours(router, &path) {
+            Ok(Ok(n)) => info!(
                 "cluster {}: saved {n} partitions to {}",
                 router.name,
                 path.display()
             ),
+            Ok(Err(pid)) => log_taken_over(&router.name, &path, pid),
             Err(e) => warn!(
                 "cluster {}: cannot save partition table to {}: {e}",
                 router.name,
@@ -179,8 +240,12 @@ impl Persister {
                 continue;
             }
             let path = table_path(&self.state_dir, &router.name);
-            match save(router, &path) {
-                Ok(_) => {
+            match save_if_ours(router, &path) {
+                Ok(Ok(_)) => {
+                    saved.insert(router.name.clone(), generation);
+                }
+                Ok(Err(pid)) => {
+                    log_taken_over(&router.name, &path, pid);
                     saved.insert(router.name.clone(), generation);
                 }
                 Err(e) => warn!(
@@ -252,6 +317,69 @@ mod tests {
         // A clone removed from the config loses its entries; the rest load.
         let smaller = router(&["c1"]);
         assert_eq!(load(&smaller, &path).unwrap(), 1);
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    /// A table file as tether process `pid`, started at `started_ms`, would have written it.
+    fn write_as(path: &Path, pid: u32, started_ms: u64) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let text =
+            format!("{HEADER}\n# cluster was\n{WRITER}{pid} {started_ms}\n0000000000000001\tc1\n");
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn sleeper() -> std::process::Child {
+        std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap()
+    }
+
+    #[test]
+    fn an_old_process_leaves_the_table_to_a_newer_one_while_it_runs() {
+        mark_start();
+        let d = dir("newer");
+        let path = table_path(&d, "was");
+        let r = router(&["c1", "c2"]);
+        r.learn_wspt(b"7329011=c2");
+        let mut newer = sleeper();
+        write_as(&path, newer.id(), *STARTED_MS + 1_000);
+        let before = std::fs::read_to_string(&path).unwrap();
+
+        assert_eq!(newer_owner(&path), Some(newer.id()));
+        assert_eq!(save_if_ours(&r, &path).unwrap(), Err(newer.id()));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
+
+        // Once the newer process is gone (it crashed), this one saves again.
+        newer.kill().unwrap();
+        newer.wait().unwrap();
+        assert_eq!(newer_owner(&path), None);
+        assert_eq!(save_if_ours(&r, &path).unwrap(), Ok(1));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains(&format!("{WRITER}{} ", std::process::id())),
+            "{text}"
+        );
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_new_process_overwrites_the_table_of_an_older_one_still_draining() {
+        mark_start();
+        let d = dir("older");
+        let path = table_path(&d, "was");
+        let mut older = sleeper();
+        write_as(&path, older.id(), 1);
+        let r = router(&["c1", "c2"]);
+        r.learn_wspt(b"7329011=c2, 42=c1");
+
+        assert_eq!(newer_owner(&path), None);
+        assert_eq!(save_if_ours(&r, &path).unwrap(), Ok(2));
+        let fresh = router(&["c1", "c2"]);
+        assert_eq!(load(&fresh, &path).unwrap(), 2);
+        assert_eq!(fresh.partition_owner(b"7329011"), Some("c2"));
+        older.kill().unwrap();
+        older.wait().unwrap();
         let _ = std::fs::remove_dir_all(d);
     }
 

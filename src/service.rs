@@ -91,6 +91,7 @@ pub fn build_server(
             Ok(_) => {}
             Err(e) => log::warn!("ignoring saved run-time changes in {}: {e}", dir.display()),
         }
+        persist::mark_start();
         persist::load_all(&snapshot, dir);
         let persister = Persister::new(snapshot.clone(), dir.clone(), PERSIST_INTERVAL);
         server.add_service(background_service("partition tables", persister));

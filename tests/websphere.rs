@@ -203,6 +203,62 @@ async fn pk48101_a_new_process_keeps_affinity_from_the_saved_table() {
     }
 }
 
+/// A binary upgrade runs the old and the new process side by side on one `state_dir`. The
+/// new one learns a takeover and saves it; the old one's last save, on its way out, must
+/// not put the dead owner back, or a crash of the new process would bring PK48101 back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_old_process_of_an_upgrade_does_not_overwrite_the_new_ones_table() {
+    let (cluster, sims) = was_cluster().await;
+    let dir = scratch_dir("overlap");
+    let opts = |name: &str| Opts {
+        cluster: cluster_yaml(&sims, ""),
+        top: format!("state_dir: {}/state\n", dir.display()),
+        dir: Some(dir.join(name)),
+        ..Opts::default()
+    };
+    let old = Tether::start_with(opts("old"));
+    let (browsers, homes) = new_sessions(&old, 12).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let new = Tether::start_with(opts("new"));
+
+    // was1 dies; its sessions, through the new process, move to the clone that takes over.
+    sims[0].stop().await;
+    let orphans: Vec<String> = (0..homes.len())
+        .filter(|&i| homes[i] == "was1")
+        .map(|i| format!("JSESSIONID={}", browsers[i].cookie.as_ref().unwrap()))
+        .collect();
+    assert!(!orphans.is_empty());
+    for cookie in &orphans {
+        let resp = new.client().get("/", &[("Cookie", cookie)]).await.unwrap();
+        assert_eq!(resp.status, 200);
+    }
+    let owner = cluster.owner("101").unwrap();
+    assert_ne!(owner, "c1");
+    tokio::time::sleep(Duration::from_millis(2_500)).await; // the new process saved
+
+    old.terminate(); // drains and exits: its last save would hold 101 -> c1
+    drop(new); // then the new process crashes (SIGKILL: no last save)
+    let tagged = wsfo_total(&sims);
+    let third = Tether::start_with(opts("third"));
+    for cookie in &orphans {
+        let resp = third
+            .client()
+            .get("/", &[("Cookie", cookie)])
+            .await
+            .unwrap();
+        let partition = &cookie[cookie.rfind(':').unwrap() + 1..];
+        let want = format!("was{}", &cluster.owner(partition).unwrap()[1..]);
+        assert_eq!(resp.header("x-server"), Some(want.as_str()), "{cookie}");
+    }
+    assert_eq!(
+        wsfo_total(&sims),
+        tagged,
+        "the saved table knew the new owners: no failover, no $WSFO"
+    );
+    drop(third);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_sent_private_headers_never_pass() {
     let (_cluster, sims) = was_cluster().await;
