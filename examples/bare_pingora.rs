@@ -2,6 +2,7 @@
 //! the same Pingora version as tether. It round-robins every request over the backends
 //! with `pingora_load_balancing::LoadBalancer<RoundRobin>` (no stickiness, no health
 //! checks, no header rewriting), so `bench/run` can show what tether costs on top of it.
+//! It is built like tether: same release profile, same allocator (jemalloc).
 //!
 //! ```sh
 //! cargo build --release --example bare_pingora
@@ -21,6 +22,11 @@ use pingora_core::Result;
 use pingora_load_balancing::{selection::RoundRobin, LoadBalancer};
 use pingora_proxy::{ProxyHttp, Session};
 use std::sync::Arc;
+
+// The same allocator as tether, so the benchmark's floor differs from tether only in what
+// tether does per request.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 pub struct Lb(Arc<LoadBalancer<RoundRobin>>);
 
