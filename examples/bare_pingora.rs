@@ -13,12 +13,15 @@
 //! Each flag may also be given by environment: `BARE_LISTEN`, `BARE_THREADS`,
 //! `BARE_UPSTREAMS` (comma-separated). `--work-stealing false` runs Pingora's threads as
 //! separate event loops, as tether does by default, so `bench/run` compares like for like.
+//! `--forwarded` adds `X-Forwarded-For`, `-Proto` and `-Host` the plain Pingora way, as
+//! tether does: the floor for an edge proxy whose application servers need them.
 
 use async_trait::async_trait;
 use pingora_core::server::configuration::{Opt, ServerConf};
 use pingora_core::server::Server;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::Result;
+use pingora_http::RequestHeader;
 use pingora_load_balancing::{selection::RoundRobin, LoadBalancer};
 use pingora_proxy::{ProxyHttp, Session};
 use std::sync::Arc;
@@ -28,7 +31,10 @@ use std::sync::Arc;
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-pub struct Lb(Arc<LoadBalancer<RoundRobin>>);
+pub struct Lb {
+    upstreams: Arc<LoadBalancer<RoundRobin>>,
+    forwarded: bool,
+}
 
 #[async_trait]
 impl ProxyHttp for Lb {
@@ -37,10 +43,28 @@ impl ProxyHttp for Lb {
 
     async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut ()) -> Result<Box<HttpPeer>> {
         // The key does not matter for round robin.
-        let upstream = self.0.select(b"", 256).ok_or_else(|| {
+        let upstream = self.upstreams.select(b"", 256).ok_or_else(|| {
             pingora_error::Error::explain(pingora_error::ErrorType::ConnectNoRoute, "no upstream")
         })?;
         Ok(Box::new(HttpPeer::new(upstream, false, String::new())))
+    }
+
+    async fn upstream_request_filter(
+        &self,
+        session: &mut Session,
+        request: &mut RequestHeader,
+        _ctx: &mut (),
+    ) -> Result<()> {
+        if self.forwarded {
+            if let Some(client) = session.client_addr().and_then(|a| a.as_inet()) {
+                request.insert_header("X-Forwarded-For", client.ip().to_string())?;
+            }
+            request.insert_header("X-Forwarded-Proto", "http")?;
+            if let Some(host) = request.headers.get(http::header::HOST).cloned() {
+                request.insert_header("X-Forwarded-Host", host)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -48,14 +72,15 @@ struct Args {
     listen: String,
     threads: usize,
     work_stealing: bool,
+    forwarded: bool,
     upstreams: Vec<String>,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: bare_pingora [--listen ADDR] [--threads N] [--work-stealing true|false]\n\
+        "usage: bare_pingora [--listen ADDR] [--threads N] [--work-stealing true|false] [--forwarded]\n\
          \x20                   [--upstream ADDR,ADDR,...]\n\
-         (or BARE_LISTEN, BARE_THREADS, BARE_WORK_STEALING, BARE_UPSTREAMS)"
+         (or BARE_LISTEN, BARE_THREADS, BARE_WORK_STEALING, BARE_FORWARDED=1, BARE_UPSTREAMS)"
     );
     std::process::exit(2)
 }
@@ -69,6 +94,7 @@ fn parse_args() -> Args {
     let mut work_stealing: bool = env("BARE_WORK_STEALING")
         .and_then(|t| t.parse().ok())
         .unwrap_or(true);
+    let mut forwarded = env("BARE_FORWARDED").is_some_and(|v| v == "1" || v == "true");
     let mut upstreams = env("BARE_UPSTREAMS").unwrap_or_default();
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -77,6 +103,7 @@ fn parse_args() -> Args {
             "--listen" => listen = val(),
             "--threads" => threads = val().parse().unwrap_or_else(|_| usage()),
             "--work-stealing" => work_stealing = val().parse().unwrap_or_else(|_| usage()),
+            "--forwarded" => forwarded = true,
             "--upstream" | "--upstreams" => upstreams = val(),
             _ => usage(),
         }
@@ -94,6 +121,7 @@ fn parse_args() -> Args {
         listen,
         threads,
         work_stealing,
+        forwarded,
         upstreams,
     }
 }
@@ -113,7 +141,11 @@ fn main() {
 
     let upstreams = LoadBalancer::try_from_iter(args.upstreams.iter().map(String::as_str))
         .expect("upstream addresses");
-    let mut lb = pingora_proxy::http_proxy_service(&server.configuration, Lb(Arc::new(upstreams)));
+    let lb = Lb {
+        upstreams: Arc::new(upstreams),
+        forwarded: args.forwarded,
+    };
+    let mut lb = pingora_proxy::http_proxy_service(&server.configuration, lb);
     lb.add_tcp(&args.listen);
     server.add_service(lb);
     server.run_forever();
