@@ -39,6 +39,17 @@ fn cluster_yaml(sims: &[WebSphereSim], extra: &str) -> String {
     y
 }
 
+/// Options for a tether in front of `sims` that keeps its tables in `<state>/state`, with
+/// its own files in `dir`.
+fn with_state_dir(sims: &[WebSphereSim], state: &std::path::Path, dir: std::path::PathBuf) -> Opts {
+    Opts {
+        cluster: cluster_yaml(sims, ""),
+        top: format!("state_dir: {}/state\n", state.display()),
+        dir: Some(dir),
+        ..Opts::default()
+    }
+}
+
 fn wsfo_total(sims: &[WebSphereSim]) -> u64 {
     sims.iter().map(|s| s.wsfo_received()).sum()
 }
@@ -160,12 +171,7 @@ async fn pk48101_a_new_process_keeps_affinity_from_the_saved_table() {
     let (_cluster, sims) = was_cluster().await;
     for graceful in [false, true] {
         let dir = scratch_dir("pk48101");
-        let opts = || Opts {
-            cluster: cluster_yaml(&sims, ""),
-            top: format!("state_dir: {}/state\n", dir.display()),
-            dir: Some(dir.clone()),
-            ..Opts::default()
-        };
+        let opts = || with_state_dir(&sims, &dir, dir.clone());
         let first = Tether::start_with(opts());
         let (browsers, homes) = new_sessions(&first, 12).await;
         if graceful {
@@ -210,12 +216,7 @@ async fn pk48101_a_new_process_keeps_affinity_from_the_saved_table() {
 async fn the_old_process_of_an_upgrade_does_not_overwrite_the_new_ones_table() {
     let (cluster, sims) = was_cluster().await;
     let dir = scratch_dir("overlap");
-    let opts = |name: &str| Opts {
-        cluster: cluster_yaml(&sims, ""),
-        top: format!("state_dir: {}/state\n", dir.display()),
-        dir: Some(dir.join(name)),
-        ..Opts::default()
-    };
+    let opts = |name: &str| with_state_dir(&sims, &dir, dir.join(name));
     let old = Tether::start_with(opts("old"));
     let (browsers, homes) = new_sessions(&old, 12).await;
     tokio::time::sleep(Duration::from_millis(1_500)).await;
