@@ -94,7 +94,12 @@ async fn a_scrape_passes_promtool_and_counts_what_happened() {
         v(r#"tether_upstream_connect_failures_total{cluster="shop",server="tc2"}"#),
         1.0
     );
-    assert_eq!(v(r#"tether_retries_total{cluster="shop"}"#), 1.0);
+    // The first request for tc2 may go out on the pooled keep-alive connection the stopped
+    // server has just closed: that attempt is retried on tc2 (a closed idle connection says
+    // nothing about the server), whose connect then fails: 2 retries. When Pingora's pool
+    // saw the close first, only the connect is retried: 1.
+    let retries = v(r#"tether_retries_total{cluster="shop"}"#);
+    assert!(retries == 1.0 || retries == 2.0, "retries: {retries}");
     assert_eq!(v(r#"tether_server_up{cluster="shop",server="tc2"}"#), 0.0);
     assert_eq!(
         v(r#"tether_server_state{cluster="shop",server="tc1",state="active"}"#),

@@ -71,10 +71,9 @@ pub struct HealthCheck {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerSettings {
     pub threads: usize,
-    /// Pingora's default (on). Off, each thread runs its own event loop, as nginx and
-    /// HAProxy workers do: at 2 threads 12–25% lower p99 and less CPU per request
-    /// (bench/README.md, "What was tried"). Not the default yet: under CPU load the
-    /// metrics test then saw a second connect attempt to a server that had just died.
+    /// Off by default: one event loop per thread, as nginx and HAProxy run, measured at 2
+    /// threads with 12–25% lower p99 and less CPU per request than Pingora's stealing
+    /// scheduler (bench/README.md, "What was tried").
     pub work_stealing: bool,
     pub grace_period_seconds: u64,
     pub graceful_shutdown_timeout_seconds: u64,
@@ -91,7 +90,7 @@ impl Default for ServerSettings {
     fn default() -> Self {
         ServerSettings {
             threads: 2,
-            work_stealing: true,
+            work_stealing: false,
             grace_period_seconds: 5,
             graceful_shutdown_timeout_seconds: 5,
             pid_file: "/tmp/tether.pid".to_string(),
