@@ -15,6 +15,10 @@
 //! separate event loops, as tether does by default, so `bench/run` compares like for like.
 //! `--forwarded` adds `X-Forwarded-For`, `-Proto` and `-Host` the plain Pingora way, as
 //! tether does: the floor for an edge proxy whose application servers need them.
+//! `--timeouts` sets tether's default upstream timeouts on each peer (connect 3 s, read
+//! 60 s, idle 60 s), as any production proxy has (nginx: `proxy_read_timeout 60s`,
+//! upstream `keepalive_timeout 60s`); Pingora arms a timer for each timed read and for
+//! each connection parked in its pool.
 
 use async_trait::async_trait;
 use pingora_core::server::configuration::{Opt, ServerConf};
@@ -25,6 +29,7 @@ use pingora_http::RequestHeader;
 use pingora_load_balancing::{selection::RoundRobin, LoadBalancer};
 use pingora_proxy::{ProxyHttp, Session};
 use std::sync::Arc;
+use std::time::Duration;
 
 // The same allocator as tether, so the benchmark's floor differs from tether only in what
 // tether does per request.
@@ -34,6 +39,7 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 pub struct Lb {
     upstreams: Arc<LoadBalancer<RoundRobin>>,
     forwarded: bool,
+    timeouts: bool,
 }
 
 #[async_trait]
@@ -46,7 +52,14 @@ impl ProxyHttp for Lb {
         let upstream = self.upstreams.select(b"", 256).ok_or_else(|| {
             pingora_error::Error::explain(pingora_error::ErrorType::ConnectNoRoute, "no upstream")
         })?;
-        Ok(Box::new(HttpPeer::new(upstream, false, String::new())))
+        let mut peer = HttpPeer::new(upstream, false, String::new());
+        if self.timeouts {
+            // tether's defaults (`connect_timeout`, `read_timeout`, `idle_timeout`).
+            peer.options.connection_timeout = Some(Duration::from_secs(3));
+            peer.options.read_timeout = Some(Duration::from_secs(60));
+            peer.options.idle_timeout = Some(Duration::from_secs(60));
+        }
+        Ok(Box::new(peer))
     }
 
     async fn upstream_request_filter(
@@ -73,14 +86,17 @@ struct Args {
     threads: usize,
     work_stealing: bool,
     forwarded: bool,
+    timeouts: bool,
     upstreams: Vec<String>,
 }
 
 fn usage() -> ! {
     eprintln!(
         "usage: bare_pingora [--listen ADDR] [--threads N] [--work-stealing true|false] [--forwarded]\n\
+         \x20                   [--timeouts]\n\
          \x20                   [--upstream ADDR,ADDR,...]\n\
-         (or BARE_LISTEN, BARE_THREADS, BARE_WORK_STEALING, BARE_FORWARDED=1, BARE_UPSTREAMS)"
+         (or BARE_LISTEN, BARE_THREADS, BARE_WORK_STEALING, BARE_FORWARDED=1, BARE_TIMEOUTS=1,\n\
+         \x20BARE_UPSTREAMS)"
     );
     std::process::exit(2)
 }
@@ -94,7 +110,9 @@ fn parse_args() -> Args {
     let mut work_stealing: bool = env("BARE_WORK_STEALING")
         .and_then(|t| t.parse().ok())
         .unwrap_or(true);
-    let mut forwarded = env("BARE_FORWARDED").is_some_and(|v| v == "1" || v == "true");
+    let flag = |k: &str| env(k).is_some_and(|v| v == "1" || v == "true");
+    let mut forwarded = flag("BARE_FORWARDED");
+    let mut timeouts = flag("BARE_TIMEOUTS");
     let mut upstreams = env("BARE_UPSTREAMS").unwrap_or_default();
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -104,6 +122,7 @@ fn parse_args() -> Args {
             "--threads" => threads = val().parse().unwrap_or_else(|_| usage()),
             "--work-stealing" => work_stealing = val().parse().unwrap_or_else(|_| usage()),
             "--forwarded" => forwarded = true,
+            "--timeouts" => timeouts = true,
             "--upstream" | "--upstreams" => upstreams = val(),
             _ => usage(),
         }
@@ -122,6 +141,7 @@ fn parse_args() -> Args {
         threads,
         work_stealing,
         forwarded,
+        timeouts,
         upstreams,
     }
 }
@@ -144,6 +164,7 @@ fn main() {
     let lb = Lb {
         upstreams: Arc::new(upstreams),
         forwarded: args.forwarded,
+        timeouts: args.timeouts,
     };
     let mut lb = pingora_proxy::http_proxy_service(&server.configuration, lb);
     lb.add_tcp(&args.listen);

@@ -166,6 +166,16 @@ impl Control {
                     .unwrap_or(0)
             })
             .collect();
+        next.forwarded = old
+            .listeners
+            .iter()
+            .map(|l| {
+                new.listeners
+                    .iter()
+                    .find(|n| n.name == l.name)
+                    .map_or(l.forwarded_headers, |n| n.forwarded_headers)
+            })
+            .collect();
         self.snapshot.store(Arc::new(next));
         self.config.store(Arc::new(new));
         Ok(report)

@@ -13,7 +13,7 @@ mod websphere;
 pub use ctx::RequestCtx;
 
 use crate::access_log::{AccessLog, Record};
-use crate::routing::{now_ms, Decision, Reject};
+use crate::routing::{ms_at, now_ms, Decision, Reject};
 use crate::snapshot::SharedSnapshot;
 use async_trait::async_trait;
 use log::{info, warn};
@@ -55,13 +55,13 @@ fn decide(session: &Session, ctx: &RequestCtx) -> Decision {
         return Decision::Reject(Reject::NoServer);
     };
     let req = session.req_header();
-    router.decide_with(
-        req.raw_path(),
-        &req.headers,
-        &ctx.tried,
-        now_ms(),
-        ctx.preferred,
-    )
+    // The first decision uses the arrival time the context already read.
+    let now = if ctx.tried.is_empty() {
+        ms_at(ctx.start)
+    } else {
+        now_ms()
+    };
+    router.decide_with(req.raw_path(), &req.headers, &ctx.tried, now, ctx.preferred)
 }
 
 #[async_trait]
@@ -77,6 +77,7 @@ impl ProxyHttp for TetherProxy {
         websphere::strip_request(session.req_header_mut());
         let snapshot = self.snapshot.load_full();
         let default = snapshot.listeners[self.listener];
+        ctx.forwarded = snapshot.forwarded[self.listener];
         let cluster = if snapshot.has_plugins() {
             match plugins::route(&snapshot, self.listener, session.req_header_mut()).await {
                 Ok(routed) => {
@@ -211,7 +212,9 @@ impl ProxyHttp for TetherProxy {
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         let client = session.client_addr().and_then(|a| a.as_inet()).copied();
-        forwarded::set_forwarded(upstream_request, client.map(|a| a.ip()), false);
+        if ctx.forwarded {
+            forwarded::set_forwarded(upstream_request, client.map(|a| a.ip()), false);
+        }
         if let Some((snapshot, listener, cluster)) = &ctx.plugins {
             snapshot.listener_chains[*listener]
                 .upstream_request(upstream_request)

@@ -15,7 +15,7 @@ mod tried;
 mod wrr;
 mod wspt;
 
-pub use clock::now_ms;
+pub use clock::{ms_at, now_ms};
 pub use decision::{Decision, Outcome, Reject};
 pub use live::{Health, ServerLive};
 pub use partitions::{clone_tag, partition_key, Insert, PartitionTable};

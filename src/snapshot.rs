@@ -17,6 +17,8 @@ pub struct Snapshot {
     pub metrics: Box<[Arc<ClusterMetrics>]>,
     /// Listener index (order of the config) → cluster index.
     pub listeners: Box<[usize]>,
+    /// Does each listener set `X-Forwarded-*` on upstream requests?
+    pub forwarded: Box<[bool]>,
     /// Routing plugins of each listener, then of each cluster (empty chains cost nothing).
     pub listener_chains: Box<[Arc<Chain>]>,
     pub cluster_chains: Box<[Arc<Chain>]>,
@@ -77,6 +79,11 @@ impl Snapshot {
             clusters: clusters.into(),
             metrics: metrics.into(),
             listeners: config.listeners.iter().map(|l| l.cluster).collect(),
+            forwarded: config
+                .listeners
+                .iter()
+                .map(|l| l.forwarded_headers)
+                .collect(),
             listener_chains,
             cluster_chains,
             has_plugins,

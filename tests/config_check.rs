@@ -114,6 +114,13 @@ fn each_kind_of_mistake_is_named_with_its_line() {
             6,
         ),
         (
+            "forwarded_headers not a boolean",
+            GOOD.replace("cluster: shop }", "cluster: shop, forwarded_headers: maybe }"),
+            "listeners[0].forwarded_headers",
+            "expected a boolean",
+            2,
+        ),
+        (
             "unknown session style",
             GOOD.replace("    servers:", "    session_style: jboss\n    servers:"),
             "clusters[0].session_style",
@@ -315,6 +322,7 @@ fn the_example_config_parses_to_what_it_documents() {
             name: "web".into(),
             address: addr("127.0.0.1:8080"),
             cluster: 0,
+            forwarded_headers: true,
             plugins: vec![],
         }],
         clusters: vec![Cluster {

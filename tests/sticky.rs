@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{server_line, tomcats, Browser, Tether};
+use common::{server_line, tomcats, Browser, Opts, Tether};
 use std::collections::HashMap;
 
 fn cluster(sims: &[tether::sim::TomcatSim], extras: &[&str]) -> String {
@@ -137,4 +137,50 @@ async fn forwarded_headers_reach_the_server_and_connections_are_reused() {
         "50 sequential requests used {} upstream connections",
         sims[0].connections()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarded_headers_false_passes_the_clients_headers_unchanged_after_a_reload() {
+    let sims = tomcats(1).await;
+    let t = Tether::start_with(Opts {
+        cluster: cluster(&sims, &[]),
+        admin: true,
+        ..Opts::default()
+    });
+    let mut c = t.client();
+    let sent: &[(&str, &[u8])] = &[("Host", b"shop.example"), ("X-Forwarded-For", b"192.0.2.7")];
+    let seen = |name: &str| {
+        sims[0]
+            .last_request_headers()
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+    };
+    assert_eq!(c.request("GET", "/", sent, b"").await.unwrap().status, 200);
+    assert_eq!(
+        seen("x-forwarded-for").as_deref(),
+        Some("192.0.2.7, 127.0.0.1")
+    );
+
+    let text = std::fs::read_to_string(t.config_path()).unwrap();
+    let off = text.replacen(
+        "    cluster: shop\n",
+        "    cluster: shop\n    forwarded_headers: false\n",
+        1,
+    );
+    assert_ne!(off, text);
+    std::fs::write(t.config_path(), off).unwrap();
+    let (status, json) = t.admin("POST", "/reload", None, b"").await;
+    assert_eq!(status, 200, "{json}");
+    assert_eq!(json["needs_upgrade"], serde_json::json!([]), "{json}");
+
+    assert_eq!(c.request("GET", "/", sent, b"").await.unwrap().status, 200);
+    assert_eq!(
+        seen("x-forwarded-for").as_deref(),
+        Some("192.0.2.7"),
+        "the client's header, as sent"
+    );
+    assert_eq!(seen("x-forwarded-proto"), None);
+    assert_eq!(seen("x-forwarded-host"), None);
+    assert_eq!(seen("host").as_deref(), Some("shop.example"));
 }

@@ -111,6 +111,8 @@ pub struct Listener {
     pub address: SocketAddr,
     /// Index into [`Config::clusters`].
     pub cluster: usize,
+    /// Set `X-Forwarded-For`, `-Proto` and `-Host` on requests to the servers.
+    pub forwarded_headers: bool,
     /// Routing plugins, in order; they may send a request to another cluster.
     pub plugins: Vec<PluginSpec>,
 }

@@ -65,6 +65,7 @@ pub struct RawListener {
     pub name: String,
     pub address: String,
     pub cluster: String,
+    pub forwarded_headers: Option<bool>,
     #[serde(default)]
     pub plugins: Vec<Value>,
 }

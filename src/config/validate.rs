@@ -124,6 +124,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             name: l.name.clone(),
             address,
             cluster: cluster.unwrap_or(0),
+            forwarded_headers: l.forwarded_headers.unwrap_or(true),
             plugins: Vec::new(),
         });
         listener_plugins.push((path, l.plugins.clone()));

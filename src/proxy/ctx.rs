@@ -33,6 +33,8 @@ pub struct RequestCtx {
     pub retry_same: bool,
     /// The server answered a `fail_on_status` status: the retry goes elsewhere.
     pub status_failure: bool,
+    /// Set `X-Forwarded-*` on the upstream request (the listener's `forwarded_headers`).
+    pub forwarded: bool,
 }
 
 impl Default for RequestCtx {
@@ -67,6 +69,7 @@ impl RequestCtx {
             rejected: None,
             retry_same: false,
             status_failure: false,
+            forwarded: true,
         }
     }
 

@@ -9,3 +9,8 @@ static EPOCH: Lazy<Instant> = Lazy::new(Instant::now);
 pub fn now_ms() -> u64 {
     EPOCH.elapsed().as_millis() as u64
 }
+
+/// [`now_ms`] at an instant already read (a request's arrival), without reading the clock.
+pub fn ms_at(t: Instant) -> u64 {
+    t.saturating_duration_since(*EPOCH).as_millis() as u64
+}
