@@ -16,6 +16,20 @@ async fn scrape(t: &Tether) -> String {
     String::from_utf8(resp.body).unwrap()
 }
 
+/// Scrapes until `series` reads `want` (5 s at most), then returns that scrape. Pingora
+/// runs the `logging` phase, which counts a request, after the response has gone out, so
+/// a client can hold its last answer a moment before the count includes it.
+async fn scrape_when(t: &Tether, series: &str, want: f64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = scrape(t).await;
+        if sample(&text, series) == Some(want) || Instant::now() > deadline {
+            return text;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// The value of the first sample whose line starts with `series` (name and labels).
 fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines()
@@ -65,7 +79,12 @@ async fn a_scrape_passes_promtool_and_counts_what_happened() {
             200
         );
     }
-    let text = scrape(&t).await;
+    let text = scrape_when(
+        &t,
+        r#"tether_request_duration_seconds_count{cluster="shop"}"#,
+        45.0,
+    )
+    .await;
     let (ok, out) = promtool(&["check", "metrics"], text.as_bytes());
     assert!(ok, "promtool check metrics failed:\n{out}\n{text}");
 
