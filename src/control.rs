@@ -148,34 +148,29 @@ impl Control {
         };
         let current = self.snapshot.load_full();
         let mut next = Snapshot::build(&new, Some(&current));
-        // Listeners are fixed at start: keep routing each one to its old cluster by name.
-        next.listeners = old
+        // Listeners are fixed at start: each keeps its place, and takes its cluster (by
+        // name) and `forwarded_headers` from the new file when the file still has it.
+        let (clusters, forwarded): (Vec<usize>, Vec<bool>) = old
             .listeners
             .iter()
             .map(|l| {
-                let name = &old.clusters[l.cluster].name;
-                let wanted = new
-                    .listeners
-                    .iter()
-                    .find(|n| n.name == l.name)
-                    .map(|n| &new.clusters[n.cluster].name)
-                    .unwrap_or(name);
-                next.clusters
+                let kept = new.listeners.iter().find(|n| n.name == l.name);
+                let wanted = kept.map_or(&old.clusters[l.cluster].name, |n| {
+                    &new.clusters[n.cluster].name
+                });
+                let cluster = next
+                    .clusters
                     .iter()
                     .position(|c| &c.name == wanted)
-                    .unwrap_or(0)
+                    .unwrap_or(0);
+                (
+                    cluster,
+                    kept.map_or(l.forwarded_headers, |n| n.forwarded_headers),
+                )
             })
-            .collect();
-        next.forwarded = old
-            .listeners
-            .iter()
-            .map(|l| {
-                new.listeners
-                    .iter()
-                    .find(|n| n.name == l.name)
-                    .map_or(l.forwarded_headers, |n| n.forwarded_headers)
-            })
-            .collect();
+            .unzip();
+        next.listeners = clusters.into();
+        next.forwarded = forwarded.into();
         self.snapshot.store(Arc::new(next));
         self.config.store(Arc::new(new));
         Ok(report)
