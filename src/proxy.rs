@@ -72,6 +72,11 @@ impl ProxyHttp for TetherProxy {
         RequestCtx::new()
     }
 
+    /// No downstream modules. Pingora's default adds its response-compression module
+    /// switched off, which still costs three allocations per request; tether does not
+    /// compress (the application servers do, or do not).
+    fn init_downstream_modules(&self, _modules: &mut pingora_core::modules::http::HttpModules) {}
+
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
         // WebSphere's private headers are never taken from a client (DESIGN section 3).
         websphere::strip_request(session.req_header_mut());
