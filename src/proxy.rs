@@ -73,8 +73,8 @@ impl ProxyHttp for TetherProxy {
     }
 
     /// No downstream modules. Pingora's default adds its response-compression module
-    /// switched off, which still costs three allocations per request; tether does not
-    /// compress (the application servers do, or do not).
+    /// switched off, which still costs five heap allocations per request (`bench/allocs`);
+    /// tether does not compress (the application servers do, or do not).
     fn init_downstream_modules(&self, _modules: &mut pingora_core::modules::http::HttpModules) {}
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
