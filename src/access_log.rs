@@ -4,16 +4,28 @@
 //! never formats, never touches the file and never waits. When the writer falls behind
 //! and the channel is full, the line is dropped and counted
 //! (`tether_access_log_dropped_total`) rather than slowing requests down.
+//!
+//! The file is opened when the server is built (a bad path fails the start), but the writer
+//! thread starts with the background services, after Pingora daemonized (`-d`, upgrade):
+//! threads do not survive `fork`. `SIGUSR1` reopens the file (for logrotate). Session ids
+//! in paths are masked by default (`mask_session_ids`).
 
+mod mask;
+
+use crate::config::AccessLogSettings;
 use crate::metrics::ACCESS_LOG_DROPPED;
 use crate::routing::{ClusterRouter, Outcome};
-use log::warn;
+use async_trait::async_trait;
+use log::{info, warn};
+use pingora_core::server::ShutdownWatch;
+use pingora_core::services::background::BackgroundService;
 use serde::Serialize;
+use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::net::IpAddr;
-use std::path::Path;
-use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Records waiting for the writer.
@@ -36,6 +48,13 @@ pub struct Record {
     pub attempts: usize,
 }
 
+/// What the writer thread is told.
+enum Msg {
+    Line(Box<Record>),
+    /// Close and reopen the file (after logrotate moved it).
+    Reopen,
+}
+
 /// One line of the log, as written.
 #[derive(Serialize)]
 struct Line<'a> {
@@ -51,47 +70,54 @@ struct Line<'a> {
     attempts: usize,
 }
 
+/// The request path's end of the log.
 pub struct AccessLog {
-    tx: SyncSender<Record>,
+    tx: SyncSender<Msg>,
+}
+
+/// The writer's end, started as a background service (after daemonizing).
+pub struct AccessLogWriter {
+    tx: SyncSender<Msg>,
+    state: Mutex<Option<WriterState>>,
+}
+
+struct WriterState {
+    rx: Receiver<Msg>,
+    file: File,
+    path: PathBuf,
+    mask: bool,
+}
+
+fn open_append(path: &Path) -> io::Result<File> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
 }
 
 impl AccessLog {
-    /// Opens (appends to) `path` and starts the writer thread.
-    pub fn open(path: &Path) -> io::Result<AccessLog> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
-        }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)?;
-        let (tx, rx) = mpsc::sync_channel::<Record>(QUEUE);
-        let shown = path.display().to_string();
-        std::thread::Builder::new()
-            .name("tether-access-log".into())
-            .spawn(move || {
-                let mut out = BufWriter::new(file);
-                loop {
-                    match rx.recv_timeout(FLUSH_EVERY) {
-                        Ok(record) => {
-                            if let Err(e) = write_line(&mut out, &record) {
-                                warn!("access log {shown}: {e}");
-                            }
-                        }
-                        Err(RecvTimeoutError::Timeout) => {
-                            let _ = out.flush();
-                        }
-                        Err(RecvTimeoutError::Disconnected) => break,
-                    }
-                }
-                let _ = out.flush();
-            })?;
-        Ok(AccessLog { tx })
+    /// Opens (appends to) the file; the writer runs once `AccessLogWriter` is started.
+    pub fn open(settings: &AccessLogSettings) -> io::Result<(AccessLog, AccessLogWriter)> {
+        let file = open_append(&settings.path)?;
+        let (tx, rx) = mpsc::sync_channel::<Msg>(QUEUE);
+        let writer = AccessLogWriter {
+            tx: tx.clone(),
+            state: Mutex::new(Some(WriterState {
+                rx,
+                file,
+                path: settings.path.clone(),
+                mask: settings.mask_session_ids,
+            })),
+        };
+        Ok((AccessLog { tx }, writer))
     }
 
     /// Queues a record; drops (and counts) it when the writer is behind.
     pub fn log(&self, record: Record) {
-        match self.tx.try_send(record) {
+        match self.tx.try_send(Msg::Line(Box::new(record))) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 ACCESS_LOG_DROPPED.inc()
@@ -100,7 +126,82 @@ impl AccessLog {
     }
 }
 
-fn write_line(out: &mut impl Write, r: &Record) -> io::Result<()> {
+impl WriterState {
+    /// The writer thread's loop: lines, reopen requests and a periodic flush.
+    fn run(self) {
+        let WriterState {
+            rx,
+            file,
+            path,
+            mask,
+        } = self;
+        let shown = path.display().to_string();
+        let mut out = BufWriter::new(file);
+        loop {
+            match rx.recv_timeout(FLUSH_EVERY) {
+                Ok(Msg::Line(record)) => {
+                    if let Err(e) = write_line(&mut out, &record, mask) {
+                        warn!("access log {shown}: {e}");
+                    }
+                }
+                Ok(Msg::Reopen) => {
+                    let _ = out.flush();
+                    match open_append(&path) {
+                        Ok(f) => {
+                            out = BufWriter::new(f);
+                            info!("access log {shown} reopened (SIGUSR1)");
+                        }
+                        Err(e) => warn!(
+                            "access log {shown}: cannot reopen, still writing to the old file: {e}"
+                        ),
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    let _ = out.flush();
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        let _ = out.flush();
+    }
+}
+
+#[async_trait]
+impl BackgroundService for AccessLogWriter {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(state) = state {
+            if let Err(e) = std::thread::Builder::new()
+                .name("tether-access-log".into())
+                .spawn(move || state.run())
+            {
+                warn!("cannot start the access log writer: {e}");
+                return;
+            }
+        }
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut usr1 = match signal(SignalKind::user_defined1()) {
+            Ok(s) => s,
+            Err(e) => {
+                warn!("cannot listen for SIGUSR1 (access log reopen): {e}");
+                let _ = shutdown.changed().await;
+                return;
+            }
+        };
+        loop {
+            tokio::select! {
+                Some(()) = usr1.recv() => {
+                    // Blocking send: a reopen must not be dropped when the queue is full.
+                    let tx = self.tx.clone();
+                    let _ = tokio::task::spawn_blocking(move || tx.send(Msg::Reopen)).await;
+                }
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+}
+
+fn write_line(out: &mut impl Write, r: &Record, mask: bool) -> io::Result<()> {
     let router = r.router.as_deref();
     let server = r
         .server
@@ -111,11 +212,20 @@ fn write_line(out: &mut impl Write, r: &Record) -> io::Result<()> {
         (false, Some(o)) => o.as_str(),
         (false, None) => "none",
     };
+    let raw_path = r.uri.path_and_query().map_or("/", |p| p.as_str());
+    let path = if mask {
+        let names = router.map_or([b"jsessionid".as_slice(), b"jsessionid"], |rt| {
+            rt.session_names()
+        });
+        mask::session_ids(raw_path, &names)
+    } else {
+        raw_path.into()
+    };
     let line = Line {
         time: rfc3339(r.time),
         client: r.client.map(|c| c.to_string()),
         method: r.method.as_str(),
-        path: r.uri.path_and_query().map_or("/", |p| p.as_str()),
+        path: &path,
         status: r.status,
         duration_ms: (r.duration.as_secs_f64() * 1e6).round() / 1e3,
         cluster: router.map(|rt| rt.name.as_str()),
@@ -178,7 +288,7 @@ mod tests {
             rejected: false,
             attempts: 1,
         };
-        write_line(&mut out, &record).unwrap();
+        write_line(&mut out, &record, true).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["path"], "/shop/cart?q=%221%22");
         assert_eq!(v["status"], 200);
@@ -186,5 +296,30 @@ mod tests {
         assert_eq!(v["outcome"], "new_session");
         assert_eq!(v["client"], "10.0.0.7");
         assert!(out.ends_with(b"\n"));
+    }
+
+    #[test]
+    fn session_ids_are_masked_unless_switched_off() {
+        let record = |uri: &str| Record {
+            time: UNIX_EPOCH,
+            client: None,
+            method: http::Method::GET,
+            uri: uri.parse().unwrap(),
+            status: 200,
+            duration: Duration::ZERO,
+            router: None,
+            server: None,
+            outcome: None,
+            rejected: false,
+            attempts: 1,
+        };
+        let path = |mask: bool| {
+            let mut out = Vec::new();
+            write_line(&mut out, &record("/a;jsessionid=SECRET.tc1?q=1"), mask).unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+            v["path"].as_str().unwrap().to_string()
+        };
+        assert_eq!(path(true), "/a;jsessionid=***.tc1?q=1");
+        assert_eq!(path(false), "/a;jsessionid=SECRET.tc1?q=1");
     }
 }

@@ -21,11 +21,19 @@ const MAX_BODY: usize = 1024;
 
 pub struct AdminApp {
     control: Arc<Control>,
+    /// The token of the config the process started with. The admin listener is fixed
+    /// until a binary upgrade, and so is its authentication: a reload that removes the
+    /// `admin:` section or its token must not leave an open, unauthenticated API behind.
+    token: Option<String>,
 }
 
 impl AdminApp {
-    pub fn new(control: Arc<Control>) -> Self {
-        AdminApp { control }
+    /// The admin API with the authentication of `admin` (the config at start).
+    pub fn new(control: Arc<Control>, admin: &crate::config::Admin) -> Self {
+        AdminApp {
+            control,
+            token: admin.token.clone(),
+        }
     }
 }
 
@@ -97,8 +105,7 @@ impl ServeHttp for AdminApp {
             .client_addr()
             .map(|a| a.to_string())
             .unwrap_or_else(|| "unknown".into());
-        let config = self.control.config();
-        let token = config.admin.as_ref().and_then(|a| a.token.as_deref());
+        let token = self.token.as_deref();
         let authorization = session
             .req_header()
             .headers

@@ -36,6 +36,9 @@ pub struct ReloadReport {
 
 pub struct Control {
     config: ArcSwap<Config>,
+    /// The config the process started with: what its listeners, admin API and Pingora
+    /// settings actually are until a binary upgrade, whatever later reloads said.
+    started: Arc<Config>,
     snapshot: SharedSnapshot,
     path: Option<PathBuf>,
     /// Serialises changes that rebuild the snapshot (reload, weight), so none is lost.
@@ -44,8 +47,10 @@ pub struct Control {
 
 impl Control {
     pub fn new(config: Config, snapshot: SharedSnapshot, path: Option<PathBuf>) -> Self {
+        let started = Arc::new(config);
         Control {
-            config: ArcSwap::from_pointee(config),
+            config: ArcSwap::new(started.clone()),
+            started,
             snapshot,
             path,
             rebuild: Mutex::new(()),
@@ -123,10 +128,10 @@ impl Control {
         })?;
         // The balancing schedule is built from weights: rebuild it off the request path.
         let current = self.snapshot.load_full();
-        self.snapshot.store(Arc::new(Snapshot::build(
-            &self.config.load(),
-            Some(&current),
-        )));
+        let config = self.config.load();
+        let mut next = Snapshot::build(&config, Some(&current));
+        self.bind_listeners(&mut next, &config, &current);
+        self.snapshot.store(Arc::new(next));
         self.save_overrides();
         Ok(before)
     }
@@ -142,38 +147,52 @@ impl Control {
         let path = self.path.as_ref().ok_or(ControlError::NoConfigFile)?;
         let new = config::load(path).map_err(|e| ControlError::BadConfig(Box::new(e)))?;
         let _guard = self.rebuild.lock().unwrap_or_else(|e| e.into_inner());
-        let old = self.config.load_full();
+        // Compared with what is running (bound at start), not with the previous reload.
         let report = ReloadReport {
-            needs_upgrade: fixed_at_start(&old, &new),
+            needs_upgrade: fixed_at_start(&self.started, &new),
         };
         let current = self.snapshot.load_full();
         let mut next = Snapshot::build(&new, Some(&current));
-        // Listeners are fixed at start: each keeps its place, and takes its cluster (by
-        // name) and `forwarded_headers` from the new file when the file still has it.
-        let (clusters, forwarded): (Vec<usize>, Vec<bool>) = old
-            .listeners
-            .iter()
-            .map(|l| {
-                let kept = new.listeners.iter().find(|n| n.name == l.name);
-                let wanted = kept.map_or(&old.clusters[l.cluster].name, |n| {
-                    &new.clusters[n.cluster].name
-                });
-                let cluster = next
-                    .clusters
-                    .iter()
-                    .position(|c| &c.name == wanted)
-                    .unwrap_or(0);
-                (
-                    cluster,
-                    kept.map_or(l.forwarded_headers, |n| n.forwarded_headers),
-                )
-            })
-            .unzip();
-        next.listeners = clusters.into();
-        next.forwarded = forwarded.into();
+        self.bind_listeners(&mut next, &new, &current);
         self.snapshot.store(Arc::new(next));
         self.config.store(Arc::new(new));
         Ok(report)
+    }
+
+    /// Points the listeners bound at start at their clusters in `next` (built from `new`).
+    ///
+    /// Listeners are fixed at start: each bound listener keeps its place, and takes its
+    /// cluster (by name), `forwarded_headers` and plugins from the new file when the file
+    /// still has it, or keeps its cluster and forwarding (without plugins) when it does not. (Taken from the previous reload instead, a
+    /// listener removed by one reload would lose its place at the next, and its requests
+    /// would index past the end.)
+    fn bind_listeners(&self, next: &mut Snapshot, new: &Config, current: &Snapshot) {
+        let mut clusters = Vec::new();
+        let mut forwarded = Vec::new();
+        let mut chains = Vec::new();
+        for (i, l) in self.started.listeners.iter().enumerate() {
+            let kept = new.listeners.iter().position(|n| n.name == l.name);
+            let now = &current.clusters[current.listeners[i]].name;
+            let wanted = kept.map_or(now, |j| &new.clusters[new.listeners[j].cluster].name);
+            let cluster = next.clusters.iter().position(|c| &c.name == wanted);
+            clusters.push(cluster.unwrap_or(0));
+            match kept {
+                Some(j) => {
+                    forwarded.push(new.listeners[j].forwarded_headers);
+                    chains.push(next.listener_chains[j].clone());
+                }
+                // Its plugins were built against the current clusters, whose places may
+                // have changed: it runs without plugins until the file names it again.
+                None => {
+                    forwarded.push(current.forwarded[i]);
+                    chains.push(Default::default());
+                }
+            }
+        }
+        next.listeners = clusters.into();
+        next.forwarded = forwarded.into();
+        next.listener_chains = chains.into();
+        next.refresh_has_plugins();
     }
 
     /// The status report (`GET /status`).
@@ -251,6 +270,15 @@ fn fixed_at_start(old: &Config, new: &Config) -> Vec<String> {
     }
     if old.admin.as_ref().map(|a| a.address) != new.admin.as_ref().map(|a| a.address) {
         out.push("admin.address".to_string());
+    }
+    let auth = |c: &Config| c.admin.as_ref().map(|a| a.token.clone());
+    if auth(old) != auth(new) {
+        // The admin listener cannot be closed or opened without an upgrade; its token is
+        // kept with it, so that removing it from the file never opens the API.
+        out.push(
+            "admin (section or token_file: the admin API keeps the token it started with)"
+                .to_string(),
+        );
     }
     if old.state_dir != new.state_dir {
         out.push("state_dir".to_string());

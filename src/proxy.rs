@@ -7,6 +7,7 @@
 mod ctx;
 mod forwarded;
 mod plugins;
+mod request_checks;
 mod respond;
 mod websphere;
 
@@ -22,6 +23,7 @@ use pingora_core::Result;
 use pingora_error::{Error, ErrorType};
 use pingora_http::{RequestHeader, ResponseHeader};
 use pingora_proxy::{FailToProxy, ProxyHttp, Session};
+use respond::Conn;
 use std::sync::Arc;
 
 /// The proxy service of one listener.
@@ -82,6 +84,11 @@ impl ProxyHttp for TetherProxy {
         websphere::strip_request(session.req_header_mut());
         let snapshot = self.snapshot.load_full();
         let default = snapshot.listeners[self.listener];
+        if let Err(why) = request_checks::check(session.req_header_mut()) {
+            ctx.metrics = Some(snapshot.metrics[default].clone());
+            respond::plain(session, 400, why, Conn::Close).await?;
+            return Ok(true);
+        }
         ctx.forwarded = snapshot.forwarded[self.listener];
         let cluster = if snapshot.has_plugins() {
             match plugins::route(&snapshot, self.listener, session.req_header_mut()).await {
@@ -93,7 +100,7 @@ impl ProxyHttp for TetherProxy {
                 Err(answer) => {
                     // Counted under the listener's cluster.
                     ctx.metrics = Some(snapshot.metrics[default].clone());
-                    respond::plain(session, answer.status, answer.body).await?;
+                    respond::plain(session, answer.status, answer.body, Conn::KeepAlive).await?;
                     return Ok(true);
                 }
             }
@@ -107,7 +114,7 @@ impl ProxyHttp for TetherProxy {
         match decision {
             Decision::Reject(reason) => {
                 ctx.rejected = Some(reason);
-                respond::plain(session, 503, reason.body()).await?;
+                respond::plain(session, 503, reason.body(), Conn::KeepAlive).await?;
                 Ok(true)
             }
             d => {
@@ -292,6 +299,12 @@ impl ProxyHttp for TetherProxy {
     ) -> FailToProxy {
         let code = match e.etype() {
             ErrorType::HTTPStatus(code) => *code,
+            // A server that did not answer in time: 504, as nginx and HAProxy say.
+            ErrorType::ConnectTimedout | ErrorType::ReadTimedout | ErrorType::WriteTimedout
+                if e.esource() == &pingora_error::ErrorSource::Upstream =>
+            {
+                504
+            }
             _ => match e.esource() {
                 pingora_error::ErrorSource::Upstream => 502,
                 pingora_error::ErrorSource::Downstream => match e.etype() {
@@ -306,7 +319,7 @@ impl ProxyHttp for TetherProxy {
                 Some(reason) => reason.body(),
                 None => respond::error_body(code),
             };
-            if let Err(err) = respond::plain(session, code, body).await {
+            if let Err(err) = respond::plain(session, code, body, Conn::Close).await {
                 warn!("failed to send error response: {err}");
             }
         }

@@ -103,9 +103,17 @@ pub fn build_server(
         server.add_service(service);
     }
     let access_log = match &config.access_log {
-        Some(file) => Some(Arc::new(AccessLog::open(file).map_err(|e| {
-            format!("cannot open the access log {}: {e}", file.display())
-        })?)),
+        Some(settings) => {
+            let (log, writer) = AccessLog::open(settings).map_err(|e| {
+                format!(
+                    "cannot open the access log {}: {e}",
+                    settings.path.display()
+                )
+            })?;
+            // The writer thread starts with the background services, after daemonizing.
+            server.add_service(background_service("access log", writer));
+            Some(Arc::new(log))
+        }
         None => None,
     };
     if config.clusters.iter().any(|c| c.health_check.is_some()) {
@@ -124,14 +132,26 @@ pub fn build_server(
         );
         server.add_service(service);
     }
-    let admin_address = config.admin.as_ref().map(|a| a.address);
+    let admin = config.admin.clone();
+    if let Some(a) = admin.as_ref().filter(|a| a.token.is_none()) {
+        if !a.address.ip().is_loopback() {
+            log::warn!(
+                "admin API on {} has no token (allow_unauthenticated: true): anyone who reaches \
+                 it can stop servers and reload the config",
+                a.address
+            );
+        }
+    }
     let watch = config.watch_config.zip(path.clone());
     let has_file = path.is_some();
     let control = Arc::new(Control::new(config, snapshot, path));
-    if let Some(address) = admin_address {
-        let mut admin = Service::new("tether admin".to_string(), AdminApp::new(control.clone()));
-        admin.add_tcp(&address.to_string());
-        server.add_service(admin);
+    if let Some(admin) = admin {
+        let mut service = Service::new(
+            "tether admin".to_string(),
+            AdminApp::new(control.clone(), &admin),
+        );
+        service.add_tcp(&admin.address.to_string());
+        server.add_service(service);
     }
     if has_file {
         let reloader = Reloader::new(control.clone(), watch.map(|(every, p)| (p, every)));

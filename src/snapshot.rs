@@ -47,6 +47,7 @@ impl Snapshot {
                     previous
                         .and_then(|p| p.listener_chains.get(i))
                         .map(|c| c.as_ref()),
+                    &targets,
                     build,
                 ))
             })
@@ -59,7 +60,12 @@ impl Snapshot {
                     let i = p.clusters.iter().position(|r| r.name == c.name)?;
                     p.cluster_chains.get(i)
                 });
-                Arc::new(Chain::new(&c.plugins, old.map(|c| c.as_ref()), build))
+                Arc::new(Chain::new(
+                    &c.plugins,
+                    old.map(|c| c.as_ref()),
+                    &targets,
+                    build,
+                ))
             })
             .collect();
         let has_plugins = config.listeners.iter().any(|l| !l.plugins.is_empty())
@@ -88,6 +94,15 @@ impl Snapshot {
             cluster_chains,
             has_plugins,
         }
+    }
+
+    /// Recomputes whether any chain has a plugin (after the listener chains were remapped).
+    pub fn refresh_has_plugins(&mut self) {
+        self.has_plugins = self
+            .listener_chains
+            .iter()
+            .chain(self.cluster_chains.iter())
+            .any(|c| !c.is_empty());
     }
 
     /// Does any listener or cluster have routing plugins?

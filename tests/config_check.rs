@@ -314,9 +314,13 @@ fn the_example_config_parses_to_what_it_documents() {
         admin: Some(Admin {
             address: addr("127.0.0.1:9900"),
             token: None,
+            allow_unauthenticated: false,
         }),
         metrics: Some(addr("127.0.0.1:9901")),
-        access_log: Some("/tmp/tether-access.log".into()),
+        access_log: Some(AccessLogSettings {
+            path: "/tmp/tether-access.log".into(),
+            mask_session_ids: true,
+        }),
         watch_config: None,
         listeners: vec![Listener {
             name: "web".into(),
@@ -377,4 +381,28 @@ fn the_example_config_parses_to_what_it_documents() {
         }],
     };
     assert_eq!(config, expected);
+}
+
+#[test]
+fn an_admin_api_open_to_the_network_needs_a_token_or_an_explicit_yes() {
+    let open = format!("{GOOD}admin:\n  address: 0.0.0.0:9900\n");
+    assert_error(&open, "admin.address", "not a loopback address", 9);
+    // Said explicitly: accepted (tether warns at start).
+    let allowed = format!("{open}  allow_unauthenticated: true\n");
+    assert!(parse(&allowed, "t.yaml").is_ok());
+    // Loopback without a token stays fine.
+    let local = format!("{GOOD}admin:\n  address: 127.0.0.1:9900\n");
+    assert!(parse(&local, "t.yaml").is_ok());
+    // And `tether -t` refuses the open one.
+    let dir = common::scratch_dir("admin-open");
+    let file = dir.join("open.yaml");
+    std::fs::write(&file, &open).unwrap();
+    let out = Command::new(common::tether_bin())
+        .args(["-t", "-c"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("allow_unauthenticated"));
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -1,30 +1,53 @@
 //! A plugin chain: the plugins of one listener or cluster, run in order.
 
-use crate::{Flow, LogSummary, Plugin, PluginSpec, Route};
+use crate::{Flow, KnownTargets, LogSummary, Plugin, PluginSpec, Route};
 use pingora_http::{RequestHeader, ResponseHeader};
 use std::sync::Arc;
 
+/// One plugin of a chain, with what it was built from.
+#[derive(Clone)]
+struct Link {
+    spec: PluginSpec,
+    /// The names the plugin resolved its answers against. Plugins hold cluster and server
+    /// *indexes* (in caches, in name tables), so a plugin is only valid for a config whose
+    /// clusters and servers sit at the same places.
+    targets: Arc<KnownTargets>,
+    plugin: Arc<dyn Plugin>,
+}
+
 #[derive(Default, Clone)]
 pub struct Chain {
-    plugins: Vec<(PluginSpec, Arc<dyn Plugin>)>,
+    plugins: Vec<Link>,
 }
 
 impl Chain {
-    /// Builds the chain for `specs`; plugins whose spec equals one of `previous` are reused,
-    /// so a reload that does not touch a plugin keeps its state (a look-up cache).
+    /// Builds the chain for `specs` against `targets`. A plugin of `previous` is reused (so
+    /// a reload that does not touch it keeps its state, such as a look-up cache) only when
+    /// its spec is equal *and* it was built against the same clusters and servers in the
+    /// same order; otherwise it is rebuilt, because its cached indexes would point at other
+    /// clusters (or past the end of the list) in the new config.
     pub fn new(
         specs: &[PluginSpec],
         previous: Option<&Chain>,
+        targets: &Arc<KnownTargets>,
         build: impl Fn(&PluginSpec) -> Arc<dyn Plugin>,
     ) -> Chain {
         let plugins = specs
             .iter()
             .map(|spec| {
-                let reused = previous.and_then(|p| p.plugins.iter().find(|(s, _)| s == spec));
+                let reused = previous.and_then(|p| {
+                    p.plugins
+                        .iter()
+                        .find(|l| &l.spec == spec && *l.targets == **targets)
+                });
                 let plugin = reused
-                    .map(|(_, p)| p.clone())
+                    .map(|l| l.plugin.clone())
                     .unwrap_or_else(|| build(spec));
-                (spec.clone(), plugin)
+                Link {
+                    spec: spec.clone(),
+                    targets: targets.clone(),
+                    plugin,
+                }
             })
             .collect();
         Chain { plugins }
@@ -35,7 +58,7 @@ impl Chain {
     }
 
     fn each(&self) -> impl Iterator<Item = &Arc<dyn Plugin>> {
-        self.plugins.iter().map(|(_, p)| p)
+        self.plugins.iter().map(|l| &l.plugin)
     }
 
     /// The first answer a plugin gives, or `Continue`.
@@ -80,6 +103,52 @@ impl Chain {
     pub fn logging(&self, summary: &LogSummary) {
         for p in self.each() {
             p.logging(summary);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::route_lookup::Settings;
+
+    fn spec() -> PluginSpec {
+        let entry: serde_yaml::Value = serde_yaml::from_str(
+            "{ name: route_lookup, key: { header: X-User }, url: 'http://127.0.0.1:9/r/{key}', answer: { header: X-Route } }",
+        )
+        .unwrap();
+        PluginSpec::RouteLookup(Settings::parse(&entry).unwrap())
+    }
+
+    fn targets(clusters: &[(&'static str, Vec<&'static str>)]) -> Arc<KnownTargets> {
+        Arc::new(KnownTargets::new(clusters.iter().cloned()))
+    }
+
+    fn chain(previous: Option<&Chain>, targets: &Arc<KnownTargets>) -> Chain {
+        Chain::new(&[spec()], previous, targets, |s| crate::build(s, targets))
+    }
+
+    fn same_plugin(a: &Chain, b: &Chain) -> bool {
+        Arc::ptr_eq(&a.plugins[0].plugin, &b.plugins[0].plugin)
+    }
+
+    #[tokio::test]
+    async fn plugins_are_reused_only_against_the_same_clusters() {
+        let first = targets(&[("shop", vec!["a", "b"]), ("was", vec!["w1"])]);
+        let old = chain(None, &first);
+        // Same spec, same clusters and servers in the same places: the cache survives.
+        let same = targets(&[("shop", vec!["a", "b"]), ("was", vec!["w1"])]);
+        assert!(same_plugin(&old, &chain(Some(&old), &same)));
+        // Reordered clusters, a removed cluster, reordered or renamed servers: the old
+        // plugin's cached indexes would be wrong, so it is rebuilt.
+        for changed in [
+            targets(&[("was", vec!["w1"]), ("shop", vec!["a", "b"])]),
+            targets(&[("was", vec!["w1"])]),
+            targets(&[("shop", vec!["b", "a"]), ("was", vec!["w1"])]),
+            targets(&[("shop", vec!["a", "c"]), ("was", vec!["w1"])]),
+        ] {
+            let next = chain(Some(&old), &changed);
+            assert!(!same_plugin(&old, &next), "{changed:?}");
         }
     }
 }

@@ -26,10 +26,21 @@ pub struct Config {
     pub admin: Option<Admin>,
     /// Address of the Prometheus `/metrics` listener; off when absent.
     pub metrics: Option<SocketAddr>,
-    /// File the access log is appended to; off when absent.
-    pub access_log: Option<PathBuf>,
+    /// The access log; off when absent.
+    pub access_log: Option<AccessLogSettings>,
     /// Reload when the config file changes, looking this often; off when absent.
     pub watch_config: Option<Duration>,
+}
+
+/// The access log (`access_log:`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccessLogSettings {
+    /// File the log is appended to (reopened on `SIGUSR1`).
+    pub path: PathBuf,
+    /// Replace session ids in logged paths (`;jsessionid=` and the session cookie's name
+    /// as a query parameter) with `***`, keeping the route (default true: a session id in
+    /// a log is a credential).
+    pub mask_session_ids: bool,
 }
 
 /// The admin API listener.
@@ -38,6 +49,9 @@ pub struct Admin {
     pub address: SocketAddr,
     /// Bearer token every call must carry, read from `token_file` at load time.
     pub token: Option<String>,
+    /// Allow an admin API without a token on a non-loopback address (default false: such a
+    /// config is refused, since anyone who reaches the address could stop every server).
+    pub allow_unauthenticated: bool,
 }
 
 /// How a health check talks to a server.

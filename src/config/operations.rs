@@ -27,6 +27,17 @@ pub(super) fn admin(raw: RawAdmin, listeners: &[Listener], check: &mut Check) ->
             SocketAddr::from(([127, 0, 0, 1], 0))
         }
     };
+    let allow_unauthenticated = raw.allow_unauthenticated.unwrap_or(false);
+    if raw.token_file.is_none() && !address.ip().is_loopback() && !allow_unauthenticated {
+        check.err(
+            "admin.address",
+            format!(
+                "`{address}` is not a loopback address and the admin API has no token_file: \
+                 anyone who reaches it could stop every server; set admin.token_file, or \
+                 `allow_unauthenticated: true` to accept that"
+            ),
+        );
+    }
     let token = raw
         .token_file
         .and_then(|file| match std::fs::read_to_string(&file) {
@@ -40,7 +51,11 @@ pub(super) fn admin(raw: RawAdmin, listeners: &[Listener], check: &mut Check) ->
                 None
             }
         });
-    Admin { address, token }
+    Admin {
+        address,
+        token,
+        allow_unauthenticated,
+    }
 }
 
 pub(super) fn metrics(

@@ -99,6 +99,7 @@ pub struct RawCluster {
 pub struct RawAdmin {
     pub address: String,
     pub token_file: Option<String>,
+    pub allow_unauthenticated: Option<bool>,
 }
 
 /// The Prometheus listener (`metrics:`).
@@ -114,6 +115,7 @@ pub struct RawMetrics {
 pub struct RawAccessLog {
     pub path: String,
     pub enabled: Option<bool>,
+    pub mask_session_ids: Option<bool>,
 }
 
 /// Active health checks of a cluster (`health_check:`).

@@ -152,7 +152,10 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
     let access_log = raw
         .access_log
         .filter(|a| a.enabled.unwrap_or(true))
-        .map(|a| std::path::PathBuf::from(a.path));
+        .map(|a| AccessLogSettings {
+            path: a.path.into(),
+            mask_session_ids: a.mask_session_ids.unwrap_or(true),
+        });
     let watch_config = raw.watch_config.as_deref().map(|w| {
         let d = check.duration("watch_config".into(), Some(w), Duration::from_secs(2));
         if d.is_zero() {

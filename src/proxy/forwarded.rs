@@ -42,8 +42,15 @@ pub fn set_forwarded(req: &mut RequestHeader, client: Option<IpAddr>, tls: bool)
     }
     let proto = HeaderValue::from_static(if tls { "https" } else { "http" });
     let _ = req.insert_header(XFP, proto);
-    if let Some(host) = req.headers.get(HOST).cloned() {
-        let _ = req.insert_header(XFH, host);
+    // Set from this hop's `Host`, or removed: never the client's own (an HTTP/1.0 request
+    // may come without `Host`, and the application would believe what it claims).
+    match req.headers.get(HOST).cloned() {
+        Some(host) => {
+            let _ = req.insert_header(XFH, host);
+        }
+        None => {
+            req.remove_header(XFH);
+        }
     }
 }
 
@@ -83,5 +90,25 @@ mod tests {
             "a client cannot claim https"
         );
         assert_eq!(header(&req, "x-forwarded-host"), None);
+    }
+
+    #[test]
+    fn a_client_x_forwarded_host_never_passes() {
+        // HTTP/1.0 without Host: the client's own X-Forwarded-Host must go.
+        let mut req = RequestHeader::build("GET", b"/", None).unwrap();
+        req.set_version(http::Version::HTTP_10);
+        req.insert_header("X-Forwarded-Host", "evil.example")
+            .unwrap();
+        set_forwarded(&mut req, Some("10.1.2.3".parse().unwrap()), false);
+        assert_eq!(header(&req, "x-forwarded-host"), None);
+        // With Host: replaced by it.
+        req.insert_header("X-Forwarded-Host", "evil.example")
+            .unwrap();
+        req.insert_header("Host", "shop.example").unwrap();
+        set_forwarded(&mut req, None, false);
+        assert_eq!(
+            header(&req, "x-forwarded-host").as_deref(),
+            Some("shop.example")
+        );
     }
 }

@@ -37,10 +37,13 @@ pub async fn route(
         match chain.route(req).await {
             Route::Continue => {}
             Route::Respond { status, body } => return Err(Answer { status, body }),
-            Route::To(t) => {
+            // Plugins are built against the snapshot's own clusters (see `Chain::new`); a
+            // target outside it is ignored rather than trusted with an index.
+            Route::To(t) if valid(snapshot, t) => {
                 routed.cluster = t.cluster;
                 routed.preferred = t.server;
             }
+            Route::To(_) => {}
         }
     }
     let chain = &snapshot.cluster_chains[routed.cluster];
@@ -51,11 +54,19 @@ pub async fn route(
         match chain.route(req).await {
             Route::Respond { status, body } => return Err(Answer { status, body }),
             // A cluster's plugins choose among its own servers only.
-            Route::To(t) if t.cluster == routed.cluster => {
+            Route::To(t) if t.cluster == routed.cluster && valid(snapshot, t) => {
                 routed.preferred = t.server.or(routed.preferred)
             }
             _ => {}
         }
     }
     Ok(routed)
+}
+
+/// Does `t` name a cluster (and server) of `snapshot`?
+fn valid(snapshot: &Snapshot, t: tether_plugins::Target) -> bool {
+    snapshot
+        .clusters
+        .get(t.cluster)
+        .is_some_and(|c| t.server.is_none_or(|s| s < c.servers().len()))
 }

@@ -1,17 +1,36 @@
-//! Short plain-text responses tether writes itself (503 on refusal, 502 on upstream errors).
+//! Short plain-text responses tether writes itself (503 on refusal, 502/504 on upstream
+//! errors, 400 on a bad request head).
 
 use bytes::Bytes;
 use pingora_core::Result;
 use pingora_http::ResponseHeader;
 use pingora_proxy::Session;
 
-/// Writes `status` with a `text/plain` body and closes the response.
-pub async fn plain(session: &mut Session, status: u16, body: impl Into<Bytes>) -> Result<()> {
+/// Does the client connection stay open after tether's own answer?
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conn {
+    KeepAlive,
+    /// tether closes the connection after the answer, and says so (`Connection: close`),
+    /// so a client does not send the next request into a closing socket.
+    Close,
+}
+
+/// Writes `status` with a `text/plain` body and ends the response.
+pub async fn plain(
+    session: &mut Session,
+    status: u16,
+    body: impl Into<Bytes>,
+    conn: Conn,
+) -> Result<()> {
     let body: Bytes = body.into();
-    let mut resp = ResponseHeader::build(status, Some(4))?;
+    let mut resp = ResponseHeader::build(status, Some(5))?;
     resp.insert_header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")?;
     resp.insert_header(http::header::CONTENT_LENGTH, body.len())?;
     resp.insert_header(http::header::CACHE_CONTROL, "no-store")?;
+    if conn == Conn::Close {
+        session.set_keepalive(None);
+        resp.insert_header(http::header::CONNECTION, "close")?;
+    }
     session.write_response_header(Box::new(resp), false).await?;
     session.write_response_body(Some(body), true).await
 }
@@ -20,6 +39,7 @@ pub async fn plain(session: &mut Session, status: u16, body: impl Into<Bytes>) -
 pub fn error_body(status: u16) -> &'static str {
     match status {
         400 => "400 Bad Request\n",
+        408 => "408 Request Timeout: the request body did not arrive in time\n",
         413 => "413 Request Entity Too Large\n",
         431 => "431 Request Header Fields Too Large\n",
         502 => "502 Bad Gateway: the application server did not answer\n",

@@ -174,6 +174,11 @@ impl ClusterRouter {
         }
     }
 
+    /// The names a session id travels under: the path parameter and the cookie.
+    pub fn session_names(&self) -> [&[u8]; 2] {
+        [&self.path_param, &self.cookie]
+    }
+
     pub fn servers(&self) -> &[ServerSlot] {
         &self.servers
     }
