@@ -406,3 +406,93 @@ fn an_admin_api_open_to_the_network_needs_a_token_or_an_explicit_yes() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("allow_unauthenticated"));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn parse_and_semantic_errors_come_in_one_pass() {
+    // A misspelt top-level section, a misspelt server setting and a misspelt server field
+    // used to hide every other error of the file.
+    let yaml = format!(
+        "acces_log: {{ path: /tmp/x }}\nserver:\n  threds: 3\n{}",
+        GOOD.replace("cluster: shop", "cluster: Shop")
+            .replace("{ name: n1,", "{ name: n1, weight: 0,")
+            .replace("{ name: n2,", "{ name: n2, wieght: 2,")
+            .replace(
+                "  - name: shop\n",
+                "  - name: shop\n    read_timeout: 5\n    connect_timeout: 1.5s\n"
+            )
+    );
+    let e = errors(&yaml);
+    assert!(e.has("acces_log", "unknown field"), "{e}");
+    assert!(e.has("server.threds", "unknown field"), "{e}");
+    assert!(
+        e.has("clusters[0].servers[1].wieght", "unknown field"),
+        "{e}"
+    );
+    assert!(
+        e.has("clusters[0].servers[0].weight", "between 1 and"),
+        "{e}"
+    );
+    assert!(
+        e.has(
+            "listeners[0].cluster",
+            "unknown cluster `Shop` (known: `shop`); names are case-sensitive: did you mean `shop`?"
+        ),
+        "{e}"
+    );
+    assert!(
+        e.has("clusters[0].read_timeout", "write a duration such as `5s`"),
+        "{e}"
+    );
+    assert!(
+        e.has(
+            "clusters[0].connect_timeout",
+            "decimals are not allowed: write `1500ms`"
+        ),
+        "{e}"
+    );
+    assert_eq!(e.errors.len(), 7, "{e}");
+    // Each position is given once, by the report.
+    let syntax = errors(&GOOD.replace("servers:", "servers: [\n"));
+    assert!(!syntax.to_string().contains(" at line "), "{syntax}");
+}
+
+#[test]
+fn every_duration_and_count_is_bounded() {
+    let cases = [
+        (
+            "server:\n  grace_period_seconds: 18446744073709551615\n",
+            "server.grace_period_seconds",
+        ),
+        (
+            "server:\n  graceful_shutdown_timeout_seconds: 99999\n",
+            "server.graceful_shutdown_timeout_seconds",
+        ),
+        ("server:\n  threads: 100000\n", "server.threads"),
+        (
+            "server:\n  upstream_keepalive_pool_size: 99999999\n",
+            "server.upstream_keepalive_pool_size",
+        ),
+        ("watch_config: 0s\n", "watch_config"),
+        ("watch_config: 1000h\n", "watch_config"),
+    ];
+    for (top, path) in cases {
+        let e = errors(&format!("{top}{GOOD}"));
+        assert!(e.has(path, "must be between"), "{path}: {e}");
+    }
+    for (field, value) in [
+        ("read_timeout", "99999h"),
+        ("connect_timeout", "0s"),
+        ("idle_timeout", "2h"),
+        ("recover_after", "1000h"),
+    ] {
+        let yaml = GOOD.replace(
+            "  - name: shop\n",
+            &format!("  - name: shop\n    {field}: {value}\n"),
+        );
+        let e = errors(&yaml);
+        assert!(
+            e.has(&format!("clusters[0].{field}"), "must be between"),
+            "{field}: {e}"
+        );
+    }
+}

@@ -2,16 +2,30 @@
 
 use std::time::Duration;
 
-/// Parses `<integer><unit>` with unit `ms`, `s`, `m` or `h`.
+/// Parses `<integer><unit>` with unit `ms`, `s`, `m` or `h`. Decimals are not allowed; the
+/// error says what to write instead (`1.5s` → `1500ms`).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("`{text}` has no unit (use ms, s, m or h)"))?;
+        .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
+    if let Some(rest) = unit.strip_prefix('.') {
+        return Err(decimal(text, number, rest));
+    }
+    if number.is_empty() {
+        return Err(format!(
+            "`{text}` is not a duration such as `500ms`, `10s`, `2m` or `1h`"
+        ));
+    }
+    if unit.is_empty() {
+        return Err(format!(
+            "`{text}` has no unit: write a duration such as `{number}s` (units ms, s, m, h)"
+        ));
+    }
     let n: u64 = number
         .parse()
-        .map_err(|_| format!("`{text}` is not a duration like 500ms or 10s"))?;
+        .map_err(|_| format!("`{text}` is too long"))?;
     let ms = match unit {
         "ms" => Some(n),
         "s" => n.checked_mul(1_000),
@@ -25,6 +39,28 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     };
     ms.map(Duration::from_millis)
         .ok_or_else(|| format!("`{text}` is too long"))
+}
+
+/// The message for `1.5s`: decimals are not allowed, and the whole number to write.
+fn decimal(text: &str, whole: &str, rest: &str) -> String {
+    let split = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    let (fraction, unit) = rest.split_at(split);
+    let per_unit: Option<u64> = match unit {
+        "s" => Some(1_000),
+        "m" => Some(60_000),
+        "h" => Some(3_600_000),
+        _ => None,
+    };
+    let value: Option<f64> = format!("{whole}.{fraction}").parse().ok();
+    let hint = match (value, per_unit) {
+        (Some(v), Some(ms)) if (v * ms as f64).fract() == 0.0 => {
+            format!(": write `{}ms`", (v * ms as f64) as u64)
+        }
+        _ => String::new(),
+    };
+    format!("`{text}`: decimals are not allowed{hint}")
 }
 
 #[cfg(test)]
@@ -52,5 +88,20 @@ mod tests {
             let got = parse_duration(text).ok().map(|d| d.as_millis() as u64);
             assert_eq!(got, *want, "{text}");
         }
+    }
+
+    #[test]
+    fn errors_say_what_to_write() {
+        let msg = |t: &str| parse_duration(t).unwrap_err();
+        assert!(
+            msg("5").contains("write a duration such as `5s`"),
+            "{}",
+            msg("5")
+        );
+        assert!(msg("1.5s").contains("decimals are not allowed: write `1500ms`"));
+        assert!(msg("0.25m").contains("write `15000ms`"));
+        assert!(msg("1.5ms").contains("decimals are not allowed"));
+        assert!(msg("10d").contains("unknown unit `d`"));
+        assert!(msg("s").contains("not a duration such as"));
     }
 }

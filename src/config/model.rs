@@ -8,6 +8,8 @@ pub use tether_plugins::PluginSpec;
 
 /// Most servers a request may be tried on (`max_attempts` upper bound).
 pub const MAX_ATTEMPTS_LIMIT: u32 = 16;
+/// Largest `grace_period_seconds` and `graceful_shutdown_timeout_seconds` (one hour).
+pub const MAX_SHUTDOWN_SECONDS: u64 = 3600;
 /// Largest `weight` a server may have.
 pub const MAX_WEIGHT: u32 = 1000;
 /// Default and largest `websphere.partition_table_max`.

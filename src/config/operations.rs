@@ -152,20 +152,16 @@ pub(super) fn health_check(raw: RawHealthCheck, path: &str, check: &mut Check) -
         format!("{path}.interval"),
         raw.interval.as_deref(),
         Duration::from_secs(5),
+        Duration::from_millis(100)..=Duration::from_secs(3600),
     );
     let timeout = check.duration(
         format!("{path}.timeout"),
         raw.timeout.as_deref(),
         Duration::from_secs(1),
+        Duration::from_millis(1)..=Duration::from_secs(3600),
     );
-    if interval.is_zero() {
-        check.err(format!("{path}.interval"), "must be more than 0");
-    }
-    if timeout.is_zero() || timeout > interval {
-        check.err(
-            format!("{path}.timeout"),
-            "must be more than 0 and at most the interval",
-        );
+    if timeout > interval {
+        check.err(format!("{path}.timeout"), "must be at most the interval");
     }
     let (rise, fall) = (raw.rise.unwrap_or(2), raw.fall.unwrap_or(2));
     for (field, v) in [("rise", rise), ("fall", fall)] {

@@ -20,6 +20,7 @@ struct RawTop {
     admin: Option<Value>,
     metrics: Option<Value>,
     access_log: Option<Value>,
+    #[serde(default, deserialize_with = "duration_text")]
     watch_config: Option<String>,
 }
 
@@ -82,9 +83,13 @@ pub struct RawCluster {
     pub sticky_force: Option<bool>,
     pub max_attempts: Option<u32>,
     pub balance: Option<Balance>,
+    #[serde(default, deserialize_with = "duration_text")]
     pub recover_after: Option<String>,
+    #[serde(default, deserialize_with = "duration_text")]
     pub connect_timeout: Option<String>,
+    #[serde(default, deserialize_with = "duration_text")]
     pub read_timeout: Option<String>,
+    #[serde(default, deserialize_with = "duration_text")]
     pub idle_timeout: Option<String>,
     pub websphere: Option<RawWebsphere>,
     pub health_check: Option<RawHealthCheck>,
@@ -126,7 +131,9 @@ pub struct RawHealthCheck {
     pub path: Option<String>,
     pub host: Option<String>,
     pub expect: Option<Value>,
+    #[serde(default, deserialize_with = "duration_text")]
     pub interval: Option<String>,
+    #[serde(default, deserialize_with = "duration_text")]
     pub timeout: Option<String>,
     pub rise: Option<u32>,
     pub fall: Option<u32>,
@@ -154,24 +161,114 @@ pub struct RawServer {
     pub state: Option<ServerState>,
 }
 
-/// Deserialises `value` as `T`, recording an error at `path` (plus the inner path) on failure.
-fn item<T: DeserializeOwned>(value: Value, path: &str, errors: &mut Vec<ConfigError>) -> Option<T> {
-    match serde_path_to_error::deserialize::<_, T>(value) {
-        Ok(v) => Some(v),
-        Err(e) => {
-            let inner = e.path().to_string();
-            let mut message = e.into_inner().to_string();
-            // Point unknown fields at the field itself, not at the item that holds it.
-            let mut full = join(path, if inner == "." { "" } else { &inner });
-            if let Some(name) = unknown_field(&message) {
-                if !full.ends_with(name) {
-                    full = join(&full, name);
+/// A duration field as written: text, or a bare number (`5`), which the validation then
+/// refuses with a message saying what to write (`5s`) instead of a type error.
+fn duration_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        Some(other) => {
+            return Err(serde::de::Error::custom(format!(
+                "expected a duration such as `10s`, found {}",
+                match other {
+                    Value::Bool(_) => "a boolean",
+                    Value::Sequence(_) => "a list",
+                    Value::Mapping(_) => "a mapping",
+                    _ => "something else",
                 }
-                message = message.replace(", expected one of", "; known fields:");
-            }
-            errors.push(ConfigError::new(full, message));
-            None
+            )))
         }
+    })
+}
+
+/// Most errors reported for one item before it is given up.
+const MAX_ITEM_ERRORS: usize = 32;
+
+/// Deserialises `value` as `T`, recording an error at `path` (plus the inner path) for
+/// each field that does not fit. A bad field (unknown, or of the wrong type) is reported,
+/// taken out, and the rest is deserialised again, so that one typo does not hide the
+/// other fields' errors, nor the semantic checks that run on what did deserialise.
+fn item<T: DeserializeOwned>(
+    mut value: Value,
+    path: &str,
+    errors: &mut Vec<ConfigError>,
+) -> Option<T> {
+    for _ in 0..MAX_ITEM_ERRORS {
+        let e = match serde_path_to_error::deserialize::<_, T>(value.clone()) {
+            Ok(v) => return Some(v),
+            Err(e) => e,
+        };
+        let segments: Vec<String> = e
+            .path()
+            .iter()
+            .filter_map(|s| match s {
+                serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+                serde_path_to_error::Segment::Seq { index } => Some(format!("[{index}]")),
+                _ => None,
+            })
+            .collect();
+        let inner = e.path().to_string();
+        let mut message = strip_position(&e.into_inner().to_string());
+        // Point unknown fields at the field itself, not at the item that holds it.
+        let mut full = join(path, if inner == "." { "" } else { &inner });
+        let unknown = unknown_field(&message).map(str::to_string);
+        if let Some(name) = &unknown {
+            if !full.ends_with(name.as_str()) {
+                full = join(&full, name);
+            }
+            message = message.replace(", expected one of", "; known fields:");
+        }
+        errors.push(ConfigError::new(full, message));
+        if !remove(&mut value, &segments, unknown.as_deref()) {
+            return None;
+        }
+    }
+    None
+}
+
+/// Takes the field at `segments` (or, for an unknown field, `unknown` inside it) out of
+/// `value`; false when there is nothing to take out (a missing field: give up the item).
+fn remove(value: &mut Value, segments: &[String], unknown: Option<&str>) -> bool {
+    let mut node = value;
+    let (parents, last) = match unknown {
+        Some(name) => {
+            // serde reports an unknown field at the field or at the map that holds it.
+            let at_field = segments.last().is_some_and(|s| s == name);
+            let parents = if at_field {
+                &segments[..segments.len() - 1]
+            } else {
+                segments
+            };
+            (parents, name)
+        }
+        None => match segments.split_last() {
+            Some((last, parents)) => (parents, last.as_str()),
+            None => return false,
+        },
+    };
+    for s in parents {
+        let next = match s.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+            Some(i) => i.parse::<usize>().ok().and_then(|i| node.get_mut(i)),
+            None => node.get_mut(s.as_str()),
+        };
+        match next {
+            Some(n) => node = n,
+            None => return false,
+        }
+    }
+    match node.as_mapping_mut() {
+        Some(map) => map.remove(last).is_some(),
+        None => false,
+    }
+}
+
+/// serde_yaml appends "at line L column C" to some messages; the report already gives
+/// the position of the field, so it is said once.
+pub(super) fn strip_position(message: &str) -> String {
+    match message.find(" at line ") {
+        Some(i) if message[i..].contains(" column ") => message[..i].to_string(),
+        _ => message.to_string(),
     }
 }
 

@@ -17,15 +17,51 @@ impl Check<'_> {
         self.0.push(ConfigError::new(path, message));
     }
 
-    pub fn duration(&mut self, path: String, text: Option<&str>, default: Duration) -> Duration {
+    /// A duration field: `default` when absent; an error when it does not parse or lies
+    /// outside `range` (every duration is bounded: a huge value would overflow a timer or
+    /// keep a process from ever stopping).
+    pub fn duration(
+        &mut self,
+        path: String,
+        text: Option<&str>,
+        default: Duration,
+        range: std::ops::RangeInclusive<Duration>,
+    ) -> Duration {
         match text.map(parse_duration) {
             None => default,
-            Some(Ok(d)) => d,
+            Some(Ok(d)) if range.contains(&d) => d,
+            Some(Ok(_)) => {
+                self.err(
+                    path,
+                    format!(
+                        "must be between {} and {}",
+                        shown(*range.start()),
+                        shown(*range.end())
+                    ),
+                );
+                default
+            }
             Some(Err(e)) => {
                 self.err(path, e);
                 default
             }
         }
+    }
+
+    /// A count field: an error when outside `range`.
+    pub fn count<T: PartialOrd + std::fmt::Display + Copy>(
+        &mut self,
+        path: impl Into<String>,
+        value: T,
+        range: std::ops::RangeInclusive<T>,
+    ) -> T {
+        if !range.contains(&value) {
+            self.err(
+                path,
+                format!("must be between {} and {}", range.start(), range.end()),
+            );
+        }
+        value
     }
 
     /// Reports a second use of `key` within one scope (names, routes, addresses...).
@@ -47,6 +83,21 @@ impl Check<'_> {
         }
     }
 }
+
+/// A duration as the config would write it (`500ms`, `10s`, `2m`, `1h`).
+fn shown(d: Duration) -> String {
+    let ms = d.as_millis();
+    match ms {
+        0 => "0s".into(),
+        ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
+        ms if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
+        ms if ms % 1_000 == 0 => format!("{}s", ms / 1_000),
+        ms => format!("{ms}ms"),
+    }
+}
+
+const MS: Duration = Duration::from_millis(1);
+const HOUR: Duration = Duration::from_secs(3600);
 
 /// Validates `raw`; the returned config is meaningful only when no error was added.
 pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
@@ -117,7 +168,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
         if cluster.is_none() && clusters_complete {
             check.err(
                 format!("{path}.cluster"),
-                format!("unknown cluster `{}`", l.cluster),
+                unknown_cluster(&l.cluster, &clusters),
             );
         }
         listeners.push(Listener {
@@ -157,11 +208,12 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             mask_session_ids: a.mask_session_ids.unwrap_or(true),
         });
     let watch_config = raw.watch_config.as_deref().map(|w| {
-        let d = check.duration("watch_config".into(), Some(w), Duration::from_secs(2));
-        if d.is_zero() {
-            check.err("watch_config", "must be more than 0");
-        }
-        d
+        check.duration(
+            "watch_config".into(),
+            Some(w),
+            Duration::from_secs(2),
+            Duration::from_millis(100)..=HOUR,
+        )
     });
     Config {
         watch_config,
@@ -177,10 +229,25 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
 
 fn server_settings(raw: RawServerSettings, check: &mut Check) -> ServerSettings {
     let d = ServerSettings::default();
-    let threads = raw.threads.unwrap_or(d.threads);
-    if threads == 0 {
-        check.err("server.threads", "must be at least 1");
-    }
+    let threads = check.count("server.threads", raw.threads.unwrap_or(d.threads), 1..=1024);
+    // Pingora sleeps for these; SIGINT still stops at once whatever they are.
+    let grace_period_seconds = check.count(
+        "server.grace_period_seconds",
+        raw.grace_period_seconds.unwrap_or(d.grace_period_seconds),
+        0..=MAX_SHUTDOWN_SECONDS,
+    );
+    let graceful_shutdown_timeout_seconds = check.count(
+        "server.graceful_shutdown_timeout_seconds",
+        raw.graceful_shutdown_timeout_seconds
+            .unwrap_or(d.graceful_shutdown_timeout_seconds),
+        0..=MAX_SHUTDOWN_SECONDS,
+    );
+    let upstream_keepalive_pool_size = check.count(
+        "server.upstream_keepalive_pool_size",
+        raw.upstream_keepalive_pool_size
+            .unwrap_or(d.upstream_keepalive_pool_size),
+        0..=1_000_000,
+    );
     // The old and the new process of an upgrade must find these at the same place.
     for (field, value) in [
         ("pid_file", &raw.pid_file),
@@ -196,20 +263,29 @@ fn server_settings(raw: RawServerSettings, check: &mut Check) -> ServerSettings 
     ServerSettings {
         threads,
         work_stealing: raw.work_stealing.unwrap_or(d.work_stealing),
-        grace_period_seconds: raw.grace_period_seconds.unwrap_or(d.grace_period_seconds),
-        graceful_shutdown_timeout_seconds: raw
-            .graceful_shutdown_timeout_seconds
-            .unwrap_or(d.graceful_shutdown_timeout_seconds),
+        grace_period_seconds,
+        graceful_shutdown_timeout_seconds,
         pid_file: raw.pid_file.unwrap_or(d.pid_file),
         upgrade_sock: raw.upgrade_sock.unwrap_or(d.upgrade_sock),
         error_log: raw.error_log,
         daemon: raw.daemon.unwrap_or(d.daemon),
         user: raw.user,
         group: raw.group,
-        upstream_keepalive_pool_size: raw
-            .upstream_keepalive_pool_size
-            .unwrap_or(d.upstream_keepalive_pool_size),
+        upstream_keepalive_pool_size,
     }
+}
+
+/// "unknown cluster", with the known names and a hint when only the case differs.
+fn unknown_cluster(name: &str, clusters: &[Cluster]) -> String {
+    let known: Vec<String> = clusters.iter().map(|c| format!("`{}`", c.name)).collect();
+    let mut message = format!("unknown cluster `{name}` (known: {})", known.join(", "));
+    if let Some(c) = clusters.iter().find(|c| c.name.eq_ignore_ascii_case(name)) {
+        message.push_str(&format!(
+            "; names are case-sensitive: did you mean `{}`?",
+            c.name
+        ));
+    }
+    message
 }
 
 /// Names of listeners, clusters and servers appear in file names, logs and metric labels.
@@ -295,21 +371,25 @@ fn cluster(
         format!("{path}.recover_after"),
         c.recover_after.as_deref(),
         Duration::from_secs(10),
+        Duration::ZERO..=HOUR,
     );
     let connect_timeout = check.duration(
         format!("{path}.connect_timeout"),
         c.connect_timeout.as_deref(),
         Duration::from_secs(3),
+        MS..=Duration::from_secs(600),
     );
     let read_timeout = check.duration(
         format!("{path}.read_timeout"),
         c.read_timeout.as_deref(),
         Duration::from_secs(60),
+        MS..=24 * HOUR,
     );
     let idle_timeout = check.duration(
         format!("{path}.idle_timeout"),
         c.idle_timeout.as_deref(),
         Duration::from_secs(60),
+        MS..=HOUR,
     );
     let servers = servers(raw_servers, session_style, path, check);
     Cluster {
