@@ -37,7 +37,8 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
     let tree: serde_yaml::Value = match serde_yaml::from_str(text) {
         Ok(tree) => tree,
         Err(e) => {
-            let mut err = ConfigError::new("", format!("YAML syntax error: {e}"));
+            let message = raw::strip_position(&e.to_string());
+            let mut err = ConfigError::new("", format!("YAML syntax error: {message}"));
             err.position = e.location().map(|l| (l.line(), l.column()));
             return Err(fail(vec![err]));
         }

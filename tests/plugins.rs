@@ -19,6 +19,16 @@ fn start_answering(
     answer: &str,
     extra: &str,
 ) -> Tether {
+    start_logging(sims, lookup, answer, extra, None)
+}
+
+fn start_logging(
+    sims: &[tether::sim::TomcatSim],
+    lookup: &Lookup,
+    answer: &str,
+    extra: &str,
+    log: Option<&'static str>,
+) -> Tether {
     // The plugin sits on the listener, so the listener line is written by hand here.
     let mut cluster = String::from("    servers:\n");
     for s in sims {
@@ -32,6 +42,7 @@ fn start_answering(
         cluster,
         listener_plugins: plugin,
         metrics: true,
+        log,
         ..Opts::default()
     })
 }
@@ -46,15 +57,20 @@ async fn as_user(t: &Tether, user: &str, cookie: Option<&str>) -> tether::sim::R
 
 /// `tether_route_lookups_total` of `route_lookup` for one result, from a scrape.
 async fn lookups(t: &Tether, result: &str) -> f64 {
+    let series =
+        format!(r#"tether_route_lookups_total{{plugin="route_lookup",result="{result}"}}"#);
+    scrape(t, &series).await
+}
+
+/// The value of one series (name and labels, exactly), from a scrape.
+async fn scrape(t: &Tether, series: &str) -> f64 {
     let resp = HttpClient::new(t.metrics.unwrap())
         .get("/metrics", &[])
         .await
         .unwrap();
     let text = resp.body_str();
-    let series =
-        format!(r#"tether_route_lookups_total{{plugin="route_lookup",result="{result}"}}"#);
     text.lines()
-        .find(|l| l.starts_with(&series))
+        .find(|l| l.starts_with(series))
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no {series} in\n{text}"))
@@ -288,4 +304,59 @@ async fn the_answer_can_come_from_a_json_body() {
     // A cluster without a server: balanced inside it.
     assert_eq!(as_user(&t, "002", None).await.status, 200);
     assert_eq!(lookup.calls(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_api_is_asked_once_per_key_and_then_not_until_it_answers() {
+    let sims = tomcats(2).await;
+    let users = ["001", "002", "003", "004"];
+    let lookup = Lookup::start(&users.map(|u| (u, "shop/tc2"))).await;
+    lookup.set_delay(Duration::from_secs(3));
+    let timeout = Duration::from_millis(300);
+    let t = start_logging(
+        &sims,
+        &lookup,
+        "{ header: X-Route }",
+        "        timeout: 300ms\n        circuit: { failures: 2, cooldown: 1s }\n",
+        Some("info"),
+    );
+    let timed = |user: &'static str| {
+        let t = &t;
+        async move {
+            let start = Instant::now();
+            let resp = as_user(t, user, None).await;
+            assert_eq!(resp.status, 200, "fallback: balance");
+            start.elapsed()
+        }
+    };
+    let open = r#"tether_route_lookup_circuit_open{plugin="route_lookup"}"#;
+    // The first request of a key waits for the timeout; the next ones get the cached
+    // failure at once.
+    assert!(timed("001").await >= timeout);
+    for _ in 0..3 {
+        let took = timed("001").await;
+        assert!(took < timeout, "the failure is cached ({took:?})");
+    }
+    assert_eq!(lookup.calls(), 1);
+    assert_eq!(lookups(&t, "cached_error").await, 3.0);
+    // The second failure in a row opens the breaker: other keys are not asked.
+    assert!(timed("002").await >= timeout);
+    assert_eq!(scrape(&t, open).await, 1.0);
+    let took = timed("003").await;
+    assert!(took < timeout, "short-circuited ({took:?})");
+    assert_eq!(lookup.calls(), 2);
+    assert_eq!(lookups(&t, "short_circuit").await, 1.0);
+    // The API is back: after the cool-down one probe asks, and the breaker closes.
+    lookup.set_delay(Duration::ZERO);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(
+        as_user(&t, "004", None).await.header("x-server"),
+        Some("tc2")
+    );
+    assert_eq!(lookup.calls(), 3);
+    assert_eq!(scrape(&t, open).await, 0.0);
+    // One log line when it opens, one when it closes; none per request.
+    let log = t.log();
+    assert_eq!(log.matches("failed 2 times in a row").count(), 1, "{log}");
+    assert_eq!(log.matches("answers again").count(), 1, "{log}");
 }

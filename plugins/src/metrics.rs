@@ -1,17 +1,18 @@
 //! Look-up metrics of the routing plugins, in Prometheus' default registry (which tether
-//! serves): `tether_route_lookups_total{plugin, result}` and
-//! `tether_route_lookup_duration_seconds{plugin}`. Handles are resolved per plugin instance.
+//! serves): `tether_route_lookups_total{plugin, result}`,
+//! `tether_route_lookup_duration_seconds{plugin}` and
+//! `tether_route_lookup_circuit_open{plugin}`. Handles are resolved per plugin instance.
 
 use once_cell::sync::Lazy;
 use prometheus::{
-    register_histogram_vec, register_int_counter_vec, Histogram, HistogramVec, IntCounter,
-    IntCounterVec,
+    register_histogram_vec, register_int_counter_vec, register_int_gauge_vec, Histogram,
+    HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
 };
 
 static LOOKUPS: Lazy<IntCounterVec> = Lazy::new(|| {
     register_int_counter_vec!(
         "tether_route_lookups_total",
-        "Routing plugin look-ups by result: hit (cache or table), miss (asked the API, or not in the table), error, timeout, rejected (named an unknown target).",
+        "Routing plugin look-ups by result: hit (cache or table), miss (asked the API, or not in the table), error, timeout, rejected (named an unknown target), cached_error (a recent failure for the key, not asked again), short_circuit (circuit breaker open, not asked).",
         &["plugin", "result"]
     )
     .expect("register tether_route_lookups_total")
@@ -27,6 +28,22 @@ static DURATION: Lazy<HistogramVec> = Lazy::new(|| {
     .expect("register tether_route_lookup_duration_seconds")
 });
 
+// A gauge, not a 0/1 flag: several `route_lookup` instances (listeners, clusters) share the
+// label, so it counts the open breakers.
+static CIRCUIT_OPEN: Lazy<IntGaugeVec> = Lazy::new(|| {
+    register_int_gauge_vec!(
+        "tether_route_lookup_circuit_open",
+        "Look-up plugins whose circuit breaker is open: their service failed repeatedly and is not asked until a probe succeeds.",
+        &["plugin"]
+    )
+    .expect("register tether_route_lookup_circuit_open")
+});
+
+/// The open-breaker gauge of a plugin (only `route_lookup` has a breaker).
+pub fn circuit_open(plugin: &str) -> IntGauge {
+    CIRCUIT_OPEN.with_label_values(&[plugin])
+}
+
 /// How a look-up ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -35,12 +52,24 @@ pub enum Outcome {
     Error,
     Timeout,
     Rejected,
+    /// A failure of this key is still cached: the fallback, without asking.
+    CachedError,
+    /// The circuit breaker is open: the fallback, without asking.
+    ShortCircuit,
 }
 
-const NAMES: [&str; 5] = ["hit", "miss", "error", "timeout", "rejected"];
+const NAMES: [&str; 7] = [
+    "hit",
+    "miss",
+    "error",
+    "timeout",
+    "rejected",
+    "cached_error",
+    "short_circuit",
+];
 
 pub struct LookupMetrics {
-    results: [IntCounter; 5],
+    results: [IntCounter; 7],
     duration: Histogram,
 }
 

@@ -36,6 +36,22 @@ pub enum LookupError {
     /// The answer named something the config does not have.
     #[error("the look-up service named `{0}`, which is not a configured cluster or server")]
     Rejected(String),
+    /// The circuit breaker is open: the service was not asked.
+    #[error("the look-up service failed repeatedly and is not asked for a while")]
+    CircuitOpen,
+}
+
+/// The request path for `key`: `template` with `{key}` replaced by the percent-encoded key.
+/// A key of `.` or `..` has its dots encoded as well: as a path segment it would be a dot
+/// segment, which clients, proxies and servers resolve (`/route/..` is `/`), so the service
+/// would be asked about another path.
+pub fn request_path(template: &str, key: &str) -> String {
+    let encoded = match key {
+        "." => "%2E".to_string(),
+        ".." => "%2E%2E".to_string(),
+        _ => percent_encode(key),
+    };
+    template.replace("{key}", &encoded)
 }
 
 pub struct Client {
@@ -62,7 +78,7 @@ impl Client {
     /// One look-up (the caller bounds it with the timeout).
     pub async fn ask(&self, key: &str) -> Result<Answer, LookupError> {
         let io = |e: Box<pingora_error::Error>| LookupError::Io(e.to_string());
-        let path = self.settings.path.replace("{key}", &percent_encode(key));
+        let path = request_path(&self.settings.path, key);
         let mut req = RequestHeader::build("GET", path.as_bytes(), None).map_err(io)?;
         req.insert_header("Host", &self.settings.host).map_err(io)?;
         req.insert_header("Accept", "application/json")
@@ -115,5 +131,26 @@ impl Client {
                 .map(Answer::Route)
                 .ok_or_else(|| LookupError::Rejected(n.chars().take(100).collect())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_keys_do_not_become_dot_segments() {
+        for (key, path) in [
+            (".", "/route/%2E"),
+            ("..", "/route/%2E%2E"),
+            // Not dot segments: left as they are (`.` is unreserved).
+            ("...", "/route/..."),
+            ("a.b", "/route/a.b"),
+            ("../x", "/route/..%2Fx"),
+            ("001", "/route/001"),
+        ] {
+            assert_eq!(request_path("/route/{key}", key), path, "{key}");
+        }
+        assert_eq!(request_path("/r?user={key}", ".."), "/r?user=%2E%2E");
     }
 }

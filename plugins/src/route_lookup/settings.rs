@@ -53,7 +53,15 @@ pub enum Fallback {
 struct RawCache {
     ttl: Option<String>,
     negative_ttl: Option<String>,
+    error_ttl: Option<String>,
     max_entries: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawCircuit {
+    failures: Option<u32>,
+    cooldown: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -68,6 +76,7 @@ struct Raw {
     answer: AnswerSource,
     timeout: Option<String>,
     cache: Option<RawCache>,
+    circuit: Option<RawCircuit>,
     fallback: Option<Fallback>,
 }
 
@@ -85,9 +94,25 @@ pub struct Settings {
     pub timeout: Duration,
     pub ttl: Duration,
     pub negative_ttl: Duration,
+    /// `cache.error_ttl` (default 5 s, 0: off): how long a failed look-up (error, timeout,
+    /// rejected answer) is remembered for its key, so a hanging service does not hold every
+    /// request for that key for the full timeout again.
+    pub error_ttl: Duration,
     pub max_entries: u64,
+    /// `circuit.failures` (default 5, 1-1000): look-up calls failing in a row (error, bad
+    /// status, timeout) that open the circuit breaker.
+    pub circuit_failures: u32,
+    /// `circuit.cooldown` (default 5 s, at most 1 h): how long an open breaker keeps the
+    /// service from being asked; then one probe call goes through.
+    pub circuit_cooldown: Duration,
     pub fallback: Fallback,
 }
+
+/// Bounds of `circuit.failures`: past 1000 a breaker would in effect never open.
+const CIRCUIT_FAILURES: std::ops::RangeInclusive<u32> = 1..=1000;
+/// Longest `circuit.cooldown`: longer would keep routing on the fallback long after the
+/// service is back.
+const MAX_COOLDOWN: Duration = Duration::from_secs(3600);
 
 fn duration(
     errors: &mut Vec<PluginConfigError>,
@@ -174,6 +199,7 @@ impl Settings {
         let cache = raw.cache.unwrap_or(RawCache {
             ttl: None,
             negative_ttl: None,
+            error_ttl: None,
             max_entries: None,
         });
         let ttl = duration(
@@ -188,11 +214,42 @@ impl Settings {
             cache.negative_ttl.as_deref(),
             Duration::from_secs(10),
         );
+        // 0 is allowed: failures are then not remembered (the breaker still applies).
+        let error_ttl = duration(
+            &mut errors,
+            "cache.error_ttl",
+            cache.error_ttl.as_deref(),
+            Duration::from_secs(5),
+        );
         let max_entries = cache.max_entries.unwrap_or(100_000);
         if max_entries == 0 {
             errors.push(PluginConfigError::new(
                 "cache.max_entries",
                 "must be at least 1",
+            ));
+        }
+        let circuit = raw.circuit.unwrap_or_default();
+        let circuit_failures = circuit.failures.unwrap_or(5);
+        if !CIRCUIT_FAILURES.contains(&circuit_failures) {
+            errors.push(PluginConfigError::new(
+                "circuit.failures",
+                format!(
+                    "must be {}-{}",
+                    CIRCUIT_FAILURES.start(),
+                    CIRCUIT_FAILURES.end()
+                ),
+            ));
+        }
+        let circuit_cooldown = duration(
+            &mut errors,
+            "circuit.cooldown",
+            circuit.cooldown.as_deref(),
+            Duration::from_secs(5),
+        );
+        if circuit_cooldown.is_zero() || circuit_cooldown > MAX_COOLDOWN {
+            errors.push(PluginConfigError::new(
+                "circuit.cooldown",
+                "must be more than 0 and at most 1h",
             ));
         }
         if !errors.is_empty() {
@@ -208,7 +265,10 @@ impl Settings {
             timeout,
             ttl,
             negative_ttl,
+            error_ttl,
             max_entries,
+            circuit_failures,
+            circuit_cooldown,
             fallback: raw.fallback.unwrap_or(Fallback::Balance),
         })
     }
@@ -237,6 +297,10 @@ mod tests {
             )
         );
         assert_eq!(s.fallback, Fallback::Balance);
+        assert_eq!(
+            (s.error_ttl, s.circuit_failures, s.circuit_cooldown),
+            (Duration::from_secs(5), 5, Duration::from_secs(5))
+        );
 
         let errs = parse("{ name: route_lookup, key: { header: X }, url: \"https://x/{key}\", answer: { json: t }, timeout: 0s, cache: { ttl: soon } }").unwrap_err();
         let paths: Vec<&str> = errs.iter().map(|e| e.path.as_str()).collect();
@@ -248,5 +312,26 @@ mod tests {
             errs[0].message.contains("unknown field `bogus`"),
             "{errs:?}"
         );
+    }
+
+    #[test]
+    fn error_ttl_and_circuit_settings_are_read_and_bounded() {
+        let s = parse("{ name: route_lookup, key: { header: X }, url: \"http://127.0.0.1:1/{key}\", answer: { json: t }, cache: { error_ttl: 0s }, circuit: { failures: 3, cooldown: 30s } }").unwrap();
+        assert_eq!(
+            (s.error_ttl, s.circuit_failures, s.circuit_cooldown),
+            (Duration::ZERO, 3, Duration::from_secs(30))
+        );
+        for (circuit, path) in [
+            ("{ failures: 0 }", "circuit.failures"),
+            ("{ failures: 1001 }", "circuit.failures"),
+            ("{ cooldown: 0s }", "circuit.cooldown"),
+            ("{ cooldown: 2h }", "circuit.cooldown"),
+            ("{ cooldown: later }", "circuit.cooldown"),
+        ] {
+            let errs = parse(&format!("{{ name: route_lookup, key: {{ header: X }}, url: \"http://127.0.0.1:1/{{key}}\", answer: {{ json: t }}, circuit: {circuit} }}")).unwrap_err();
+            assert_eq!(errs[0].path, path, "{circuit}: {errs:?}");
+        }
+        let errs = parse("{ name: route_lookup, key: { header: X }, url: \"http://127.0.0.1:1/{key}\", answer: { json: t }, cache: { error_ttl: soon } }").unwrap_err();
+        assert_eq!(errs[0].path, "cache.error_ttl", "{errs:?}");
     }
 }
