@@ -2,9 +2,11 @@
 
 pub mod access_log;
 pub mod admin;
+pub mod bind_check;
 pub mod config;
 pub mod control;
 pub mod demo;
+pub mod fast_stop;
 pub mod health;
 pub mod metrics;
 pub mod overrides;

@@ -52,6 +52,27 @@ enum Command {
     },
 }
 
+/// Pingora builds each listener in its service's thread and panics there when it cannot
+/// bind (after ~30 tries); the process would keep running without that listener. Exit
+/// instead, with one line.
+fn exit_on_listener_panic() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.contains("Failed to build listeners") {
+            log::error!("tether: a listener could not be opened, exiting: {message}");
+            eprintln!("tether: a listener could not be opened, exiting: {message}");
+            std::process::exit(1);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
@@ -85,8 +106,29 @@ fn main() -> ExitCode {
         upgrade: cli.upgrade,
         daemon: cli.daemon,
     };
+    // A listener that cannot bind is one clear line and a non-zero exit (with -u the
+    // sockets come from the running process; Pingora binds only the new addresses).
+    if !run.upgrade {
+        if let Err(e) = tether::bind_check::check(&config) {
+            eprintln!("tether: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    let mut config = config;
     let daemon = run.daemon || config.server.daemon;
     let pid_file = PathBuf::from(&config.server.pid_file);
+    if daemon {
+        // In the background, stderr is the starting shell's (perhaps closed) terminal:
+        // logs go to a file, `server.error_log` or next to the pid file.
+        let log = config.server.error_log.get_or_insert_with(|| {
+            pid_file
+                .with_extension("log")
+                .to_string_lossy()
+                .into_owned()
+        });
+        eprintln!("tether: running in the background; logs go to {log}");
+    }
+    exit_on_listener_panic();
     match build_server(config, Some(path), run) {
         Ok((server, control)) => {
             if !daemon {
@@ -99,6 +141,7 @@ fn main() -> ExitCode {
             if let Some(dir) = &control.config().state_dir {
                 tether::persist::save_all(control.snapshot(), dir);
             }
+            tether::upgrade::remove_pid_file(&pid_file.to_string_lossy());
             ExitCode::SUCCESS
         }
         Err(e) => {

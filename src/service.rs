@@ -153,6 +153,10 @@ pub fn build_server(
         service.add_tcp(&admin.address.to_string());
         server.add_service(service);
     }
+    server.add_service(background_service(
+        "fast stop",
+        crate::fast_stop::FastStop::new(control.clone()),
+    ));
     if has_file {
         let reloader = Reloader::new(control.clone(), watch.map(|(every, p)| (p, every)));
         server.add_service(background_service("config reload", reloader));

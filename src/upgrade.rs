@@ -39,6 +39,17 @@ pub fn write_pid_file(pid_file: &Path) {
     }
 }
 
+/// Removes the pid file at exit when it still names this process (after an upgrade it
+/// names the new one, which must keep it).
+pub fn remove_pid_file(pid_file: &str) {
+    let path = Path::new(pid_file);
+    if read_pid(path).is_ok_and(|pid| pid as u32 == std::process::id()) {
+        if let Err(e) = std::fs::remove_file(path) {
+            log::warn!("cannot remove the pid file {pid_file}: {e}");
+        }
+    }
+}
+
 fn fresh_socket(path: &Path, since: SystemTime) -> bool {
     std::fs::metadata(path)
         .and_then(|m| m.modified())

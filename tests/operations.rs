@@ -1,0 +1,226 @@
+//! What a new operator runs into: daemon mode and upgrades keep the access log, the pid
+//! file goes with the process, a listener that cannot bind stops the start with one line,
+//! and SIGINT stops at once even during a graceful stop.
+
+mod common;
+
+use common::{free_port, scratch_dir, server_line, tether_bin, tomcats};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tether::sim::{HttpClient, TomcatSim};
+
+/// Kills whatever process the pid file names when the test ends, however it ends.
+struct KillOnDrop(PathBuf);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(pid) = tether::upgrade::read_pid(&self.0) {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+fn config(dir: &Path, addr: SocketAddr, sims: &[TomcatSim], server_extra: &str) -> PathBuf {
+    let d = dir.display();
+    let mut y = format!(
+        "server:\n  threads: 2\n  grace_period_seconds: 0\n  graceful_shutdown_timeout_seconds: 1\n  \
+         pid_file: {d}/tether.pid\n  upgrade_sock: {d}/upgrade.sock\n{server_extra}\
+         access_log:\n  path: {d}/access.log\n\
+         listeners:\n  - {{ name: web, address: \"{addr}\", cluster: shop }}\n\
+         clusters:\n  - name: shop\n    servers:\n"
+    );
+    for s in sims {
+        y.push_str(&server_line(s, ""));
+    }
+    let file = dir.join("tether.yaml");
+    std::fs::write(&file, y).unwrap();
+    file
+}
+
+fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn log_lines(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("access.log"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+fn alive(pid: i32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+async fn get_n(addr: SocketAddr, n: usize) {
+    let mut c = HttpClient::new(addr);
+    for _ in 0..n {
+        assert_eq!(
+            c.get("/;jsessionid=SECRET.tc1", &[]).await.unwrap().status,
+            200
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemon_and_upgrade_keep_the_access_log_and_the_pid_file_goes_with_the_process() {
+    let sims = tomcats(1).await;
+    let dir = scratch_dir("daemon");
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let conf = config(&dir, addr, &sims, "");
+    let pid_file = dir.join("tether.pid");
+    let _guard = KillOnDrop(pid_file.clone());
+    let out = Command::new(tether_bin())
+        .args(["-d", "-c"])
+        .arg(&conf)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    let log_file = dir.join("tether.log");
+    assert!(
+        said.contains(&format!("logs go to {}", log_file.display())),
+        "{said}"
+    );
+    wait_until("the daemon to listen", Duration::from_secs(10), || {
+        std::net::TcpStream::connect(addr).is_ok()
+    });
+    get_n(addr, 5).await;
+    wait_until(
+        "5 access log lines (daemon)",
+        Duration::from_secs(5),
+        || log_lines(&dir) >= 5,
+    );
+    let text = std::fs::read_to_string(dir.join("access.log")).unwrap();
+    assert!(!text.contains("SECRET"), "session ids are masked:\n{text}");
+    assert!(text.contains("jsessionid=***.tc1"), "{text}");
+
+    // Through an upgrade: the new process writes the log too.
+    let old = tether::upgrade::read_pid(&pid_file).unwrap();
+    let up = Command::new(tether_bin())
+        .args(["upgrade", "-c"])
+        .arg(&conf)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(up.status.success(), "{up:?}");
+    let new = tether::upgrade::read_pid(&pid_file).unwrap();
+    assert_ne!(old, new);
+    wait_until("the old process to exit", Duration::from_secs(15), || {
+        !alive(old)
+    });
+    assert!(
+        pid_file.exists(),
+        "the old process left the new one's pid file alone"
+    );
+    get_n(addr, 5).await;
+    wait_until(
+        "10 access log lines (upgraded)",
+        Duration::from_secs(5),
+        || log_lines(&dir) >= 10,
+    );
+    // The daemon's own log went to the file it announced.
+    assert!(
+        std::fs::read_to_string(&log_file)
+            .unwrap_or_default()
+            .contains("listening"),
+        "{}",
+        std::fs::read_to_string(&log_file).unwrap_or_default()
+    );
+
+    // A graceful stop removes the pid file.
+    Command::new("kill")
+        .args(["-TERM", &new.to_string()])
+        .status()
+        .unwrap();
+    wait_until("the new process to exit", Duration::from_secs(15), || {
+        !alive(new)
+    });
+    assert!(!pid_file.exists(), "pid file removed at exit");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_that_cannot_bind_is_one_line_and_a_failed_start() {
+    let sims = tomcats(1).await;
+    let dir = scratch_dir("bind");
+    let held = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = held.local_addr().unwrap();
+    let conf = config(&dir, addr, &sims, "");
+    let start = Instant::now();
+    let out = Command::new(tether_bin())
+        .arg("-c")
+        .arg(&conf)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("cannot listen on {addr} (listener web)")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(start.elapsed() < Duration::from_secs(10), "no 30 retries");
+    drop(held);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_stops_at_once_during_the_grace_period() {
+    let sims = tomcats(1).await;
+    let dir = scratch_dir("sigint");
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let conf = config(&dir, addr, &sims, "");
+    // The longest grace period the config allows.
+    let text = std::fs::read_to_string(&conf)
+        .unwrap()
+        .replace("grace_period_seconds: 0", "grace_period_seconds: 3600");
+    std::fs::write(&conf, text).unwrap();
+    let mut child = Command::new(tether_bin())
+        .arg("-c")
+        .arg(&conf)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("tether to listen", Duration::from_secs(10), || {
+        std::net::TcpStream::connect(addr).is_ok()
+    });
+    let pid = child.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(child.try_wait().unwrap().is_none(), "in its grace period");
+    Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    let start = Instant::now();
+    let mut exited = false;
+    while start.elapsed() < Duration::from_secs(5) {
+        if child.try_wait().unwrap().is_some() {
+            exited = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if !exited {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(
+        exited,
+        "SIGINT during the grace period stops tether at once"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
