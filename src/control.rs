@@ -170,6 +170,7 @@ impl Control {
         let mut clusters = Vec::new();
         let mut forwarded = Vec::new();
         let mut chains = Vec::new();
+        let mut limits = Vec::new();
         for (i, l) in self.started.listeners.iter().enumerate() {
             let kept = new.listeners.iter().position(|n| n.name == l.name);
             let now = &current.clusters[current.listeners[i]].name;
@@ -179,12 +180,14 @@ impl Control {
             match kept {
                 Some(j) => {
                     forwarded.push(new.listeners[j].forwarded_headers);
+                    limits.push(new.listeners[j].limits);
                     chains.push(next.listener_chains[j].clone());
                 }
                 // Its plugins were built against the current clusters, whose places may
                 // have changed: it runs without plugins until the file names it again.
                 None => {
                     forwarded.push(current.forwarded[i]);
+                    limits.push(current.limits[i]);
                     chains.push(Default::default());
                 }
             }
@@ -192,6 +195,7 @@ impl Control {
         next.listeners = clusters.into();
         next.forwarded = forwarded.into();
         next.listener_chains = chains.into();
+        next.limits = limits.into();
         next.refresh_has_plugins();
     }
 

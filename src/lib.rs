@@ -8,6 +8,7 @@ pub mod control;
 pub mod demo;
 pub mod fast_stop;
 pub mod health;
+pub mod listener;
 pub mod metrics;
 pub mod overrides;
 pub mod persist;

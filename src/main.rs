@@ -74,6 +74,12 @@ fn exit_on_listener_panic() {
 }
 
 fn main() -> ExitCode {
+    // SIGUSR1 reopens the access log once the services run; until then, and without an
+    // access log, it must not kill the process (its default action). logrotate sends it.
+    // SAFETY: setting a signal's disposition to SIG_IGN at start, before any thread.
+    unsafe {
+        libc::signal(libc::SIGUSR1, libc::SIG_IGN);
+    }
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
     match cli.command {

@@ -115,6 +115,22 @@ static BUILD_INFO: Lazy<IntGaugeVec> = Lazy::new(|| {
     .expect("register tether_build_info")
 });
 
+static CLIENT_CLOSED: Lazy<IntCounterVec> = Lazy::new(|| {
+    register_int_counter_vec!(
+        "tether_client_closed_total",
+        "Client connections or requests tether cut short, by listener and reason \
+         (max_connections, request_head_timeout, request_head_too_large, request_body_timeout).",
+        &["listener", "reason"]
+    )
+    .expect("register tether_client_closed_total")
+});
+
+/// Counts a client connection or request cut short by a listener limit (rare: not on the
+/// path of normal requests).
+pub fn client_closed(listener: &str, reason: &str) {
+    CLIENT_CLOSED.with_label_values(&[listener, reason]).inc();
+}
+
 pub(crate) static ACCESS_LOG_DROPPED: Lazy<IntCounter> = Lazy::new(|| {
     register_int_counter!(
         "tether_access_log_dropped_total",
@@ -138,6 +154,12 @@ pub fn init(collector: LiveCollector) {
         RELOADS.with_label_values(&[result]);
     }
     Lazy::force(&ACCESS_LOG_DROPPED);
+    Lazy::force(&CLIENT_CLOSED);
+    // Prometheus's standard process_* metrics (CPU, RSS, open fds, start time).
+    let process = prometheus::process_collector::ProcessCollector::for_self();
+    if let Err(e) = prometheus::register(Box::new(process)) {
+        log::warn!("cannot register the process metrics: {e}");
+    }
     LAST_RELOAD.set(unix_now());
     if let Err(e) = prometheus::register(Box::new(collector)) {
         log::warn!("cannot register the live-state metrics: {e}");

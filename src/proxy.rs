@@ -4,6 +4,7 @@
 //! `upstream_peer` turns it into a peer and, on retries, asks the router again with the
 //! servers already tried; `fail_to_connect` marks the server down and allows the retry.
 
+mod body;
 mod ctx;
 mod forwarded;
 mod plugins;
@@ -30,6 +31,8 @@ use std::sync::Arc;
 pub struct TetherProxy {
     snapshot: SharedSnapshot,
     listener: usize,
+    /// The listener's name, for the metrics of requests cut short.
+    name: String,
     access_log: Option<Arc<AccessLog>>,
 }
 
@@ -37,14 +40,28 @@ impl TetherProxy {
     pub fn new(
         snapshot: SharedSnapshot,
         listener: usize,
+        name: &str,
         access_log: Option<Arc<AccessLog>>,
     ) -> Self {
         TetherProxy {
             snapshot,
             listener,
+            name: name.to_string(),
             access_log,
         }
     }
+}
+
+/// Most informational (1xx) responses relayed for one request; a server sending more is
+/// treated as broken (502), so it cannot keep a client busy with an endless stream.
+const MAX_INFORMATIONAL: u8 = 16;
+
+/// Bytes of the request head as it arrived (0 when Pingora does not keep them).
+fn head_size(session: &Session) -> usize {
+    session
+        .as_downstream()
+        .as_http1()
+        .map_or(0, |h| h.get_headers_raw_bytes().len())
 }
 
 /// Only idempotent requests whose body is still fully buffered may be sent again.
@@ -79,11 +96,36 @@ impl ProxyHttp for TetherProxy {
     /// tether does not compress (the application servers do, or do not).
     fn init_downstream_modules(&self, _modules: &mut pingora_core::modules::http::HttpModules) {}
 
+    /// The head is read: the listener's deadline for it no longer applies. The listener's
+    /// timeouts are set here for this request and the idle wait after it (Pingora would
+    /// otherwise wait forever for the next request on a kept-alive connection), and
+    /// pipelined requests are served in order instead of being dropped.
+    async fn early_request_filter(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        crate::listener::head_read();
+        let limits = self.snapshot.load().limits[self.listener];
+        ctx.limits = limits;
+        session.set_keepalive(Some(limits.keepalive_timeout.as_secs().max(1)));
+        session.set_pipelining_enabled(true);
+        session.set_read_timeout(Some(limits.request_body_timeout));
+        session.set_write_timeout(Some(limits.send_timeout));
+        Ok(())
+    }
+
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
         // WebSphere's private headers are never taken from a client (DESIGN section 3).
         websphere::strip_request(session.req_header_mut());
         let snapshot = self.snapshot.load_full();
         let default = snapshot.listeners[self.listener];
+        if head_size(session) > ctx.limits.max_request_head {
+            ctx.metrics = Some(snapshot.metrics[default].clone());
+            crate::metrics::client_closed(&self.name, "request_head_too_large");
+            respond::plain(session, 431, respond::error_body(431), Conn::Close).await?;
+            return Ok(true);
+        }
         if let Err(why) = request_checks::check(session.req_header_mut()) {
             ctx.metrics = Some(snapshot.metrics[default].clone());
             respond::plain(session, 400, why, Conn::Close).await?;
@@ -119,6 +161,11 @@ impl ProxyHttp for TetherProxy {
             }
             d => {
                 ctx.first = Some(d);
+                if !body::buffer(session, &ctx.limits).await? {
+                    crate::metrics::client_closed(&self.name, "request_body_timeout");
+                    respond::plain(session, 408, respond::error_body(408), Conn::Close).await?;
+                    return Ok(true);
+                }
                 Ok(false)
             }
         }
@@ -252,6 +299,17 @@ impl ProxyHttp for TetherProxy {
         upstream_response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
+        if upstream_response.status.is_informational() {
+            ctx.informational = ctx.informational.saturating_add(1);
+            if ctx.informational > MAX_INFORMATIONAL {
+                return Err(Error::explain(
+                    ErrorType::HTTPStatus(502),
+                    "too many informational (1xx) responses",
+                ));
+            }
+            // An interim answer: the final one decides the server's health and learning.
+            return Ok(());
+        }
         if let (Some(router), Some(i)) = (&ctx.router, ctx.server) {
             let slot = &router.servers()[i];
             let status = upstream_response.status.as_u16();
@@ -308,13 +366,19 @@ impl ProxyHttp for TetherProxy {
             _ => match e.esource() {
                 pingora_error::ErrorSource::Upstream => 502,
                 pingora_error::ErrorSource::Downstream => match e.etype() {
+                    // A streamed body's read passed `request_body_timeout`.
+                    ErrorType::ReadTimedout => 408,
                     ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed => 0,
                     _ => 400,
                 },
                 _ => 500,
             },
         };
-        if code > 0 && session.response_written().is_none() {
+        // Only an interim (1xx) answer may have gone out; then a final one still can.
+        let final_written = session
+            .response_written()
+            .is_some_and(|r| !r.status.is_informational());
+        if code > 0 && !final_written {
             let body = match ctx.rejected {
                 Some(reason) => reason.body(),
                 None => respond::error_body(code),

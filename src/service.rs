@@ -5,6 +5,7 @@ use crate::admin::AdminApp;
 use crate::config::{Config, ServerSettings};
 use crate::control::Control;
 use crate::health::HealthChecker;
+use crate::listener::Listener;
 use crate::metrics::{self, LiveCollector};
 use crate::persist::{self, Persister};
 use crate::proxy::TetherProxy;
@@ -122,11 +123,12 @@ pub fn build_server(
     }
     for (i, listener) in config.listeners.iter().enumerate() {
         let name = format!("tether listener {}", listener.name);
-        let mut service = pingora_proxy::http_proxy_service_with_name(
+        let proxy = pingora_proxy::http_proxy(
             &server.configuration,
-            TetherProxy::new(snapshot.clone(), i, access_log.clone()),
-            &name,
+            TetherProxy::new(snapshot.clone(), i, &listener.name, access_log.clone()),
         );
+        let app = Listener::new(proxy, snapshot.clone(), i, listener.name.clone());
+        let mut service = Service::new(name, app);
         service.add_listener(
             ListenerConfig::tcp(listener.address.to_string()).l4_buffer(LISTENER_BUFFERS),
         );

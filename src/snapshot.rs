@@ -19,6 +19,8 @@ pub struct Snapshot {
     pub listeners: Box<[usize]>,
     /// Does each listener set `X-Forwarded-*` on upstream requests?
     pub forwarded: Box<[bool]>,
+    /// Each listener's limits on what one client may hold or send.
+    pub limits: Box<[crate::config::ListenerLimits]>,
     /// Routing plugins of each listener, then of each cluster (empty chains cost nothing).
     pub listener_chains: Box<[Arc<Chain>]>,
     pub cluster_chains: Box<[Arc<Chain>]>,
@@ -90,6 +92,7 @@ impl Snapshot {
                 .iter()
                 .map(|l| l.forwarded_headers)
                 .collect(),
+            limits: config.listeners.iter().map(|l| l.limits).collect(),
             listener_chains,
             cluster_chains,
             has_plugins,

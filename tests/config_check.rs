@@ -328,6 +328,7 @@ fn the_example_config_parses_to_what_it_documents() {
             cluster: 0,
             forwarded_headers: true,
             plugins: vec![],
+            limits: ListenerLimits::default(),
         }],
         clusters: vec![Cluster {
             name: "shop".into(),

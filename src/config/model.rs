@@ -131,6 +131,51 @@ pub struct Listener {
     pub forwarded_headers: bool,
     /// Routing plugins, in order; they may send a request to another cluster.
     pub plugins: Vec<PluginSpec>,
+    /// What one client may hold or send (`limits:`).
+    pub limits: ListenerLimits,
+}
+
+/// What one client may hold or send on a listener (`listeners[].limits`), so that a few
+/// clients cannot take the proxy or the application servers down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenerLimits {
+    /// Largest request head (request line and headers) in bytes; a larger one gets 431.
+    /// Default 32 KiB (nginx: 4 x 8 KiB, HAProxy: 16 KiB).
+    pub max_request_head: usize,
+    /// Deadline for a whole request head, from the connection's start or, on a keep-alive
+    /// connection, from the end of the previous request plus `keepalive_timeout`; the
+    /// connection is closed when it passes (HAProxy `timeout http-request`). Default 10s.
+    pub request_head_timeout: Duration,
+    /// How long an idle keep-alive connection waits for the next request. Default 60s.
+    pub keepalive_timeout: Duration,
+    /// Most open client connections; more are closed at once. Default 10000.
+    pub max_connections: usize,
+    /// Request bodies with a `Content-Length` up to this many bytes are read whole before
+    /// a server is connected (nginx `proxy_request_buffering`); larger ones stream. 0 turns
+    /// it off. Default and most 64 KiB (Pingora's retry buffer).
+    pub request_buffer: usize,
+    /// Deadline for reading a buffered body (408 when it passes), and for each read of a
+    /// streamed one. Default 30s.
+    pub request_body_timeout: Duration,
+    /// Deadline for each write to the client (a slow reader is closed). Default 60s.
+    pub send_timeout: Duration,
+}
+
+/// The largest `request_buffer` (Pingora keeps at most this much of a body for a retry).
+pub const MAX_REQUEST_BUFFER: usize = 65_536;
+
+impl Default for ListenerLimits {
+    fn default() -> Self {
+        ListenerLimits {
+            max_request_head: 32 * 1024,
+            request_head_timeout: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(60),
+            max_connections: 10_000,
+            request_buffer: MAX_REQUEST_BUFFER,
+            request_body_timeout: Duration::from_secs(30),
+            send_timeout: Duration::from_secs(60),
+        }
+    }
 }
 
 /// How session ids carry the server's identity.

@@ -69,6 +69,24 @@ pub struct RawListener {
     pub forwarded_headers: Option<bool>,
     #[serde(default)]
     pub plugins: Vec<Value>,
+    pub limits: Option<RawLimits>,
+}
+
+/// `listeners[].limits`.
+#[derive(Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    pub max_request_head: Option<usize>,
+    #[serde(default, deserialize_with = "duration_text")]
+    pub request_head_timeout: Option<String>,
+    #[serde(default, deserialize_with = "duration_text")]
+    pub keepalive_timeout: Option<String>,
+    pub max_connections: Option<usize>,
+    pub request_buffer: Option<usize>,
+    #[serde(default, deserialize_with = "duration_text")]
+    pub request_body_timeout: Option<String>,
+    #[serde(default, deserialize_with = "duration_text")]
+    pub send_timeout: Option<String>,
 }
 
 #[derive(Deserialize)]

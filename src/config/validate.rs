@@ -177,6 +177,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             cluster: cluster.unwrap_or(0),
             forwarded_headers: l.forwarded_headers.unwrap_or(true),
             plugins: Vec::new(),
+            limits: limits(l.limits.clone().unwrap_or_default(), &path, &mut check),
         });
         listener_plugins.push((path, l.plugins.clone()));
     }
@@ -272,6 +273,54 @@ fn server_settings(raw: RawServerSettings, check: &mut Check) -> ServerSettings 
         user: raw.user,
         group: raw.group,
         upstream_keepalive_pool_size,
+    }
+}
+
+/// A listener's `limits:`, each bounded.
+fn limits(raw: super::raw::RawLimits, path: &str, check: &mut Check) -> ListenerLimits {
+    let d = ListenerLimits::default();
+    let p = |f: &str| format!("{path}.limits.{f}");
+    let secs = Duration::from_secs;
+    ListenerLimits {
+        max_request_head: check.count(
+            p("max_request_head"),
+            raw.max_request_head.unwrap_or(d.max_request_head),
+            1024..=1_048_576,
+        ),
+        request_head_timeout: check.duration(
+            p("request_head_timeout"),
+            raw.request_head_timeout.as_deref(),
+            d.request_head_timeout,
+            secs(1)..=secs(600),
+        ),
+        keepalive_timeout: check.duration(
+            p("keepalive_timeout"),
+            raw.keepalive_timeout.as_deref(),
+            d.keepalive_timeout,
+            secs(1)..=HOUR,
+        ),
+        max_connections: check.count(
+            p("max_connections"),
+            raw.max_connections.unwrap_or(d.max_connections),
+            1..=1_000_000,
+        ),
+        request_buffer: check.count(
+            p("request_buffer"),
+            raw.request_buffer.unwrap_or(d.request_buffer),
+            0..=MAX_REQUEST_BUFFER,
+        ),
+        request_body_timeout: check.duration(
+            p("request_body_timeout"),
+            raw.request_body_timeout.as_deref(),
+            d.request_body_timeout,
+            secs(1)..=HOUR,
+        ),
+        send_timeout: check.duration(
+            p("send_timeout"),
+            raw.send_timeout.as_deref(),
+            d.send_timeout,
+            secs(1)..=HOUR,
+        ),
     }
 }
 

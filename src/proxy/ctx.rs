@@ -35,6 +35,10 @@ pub struct RequestCtx {
     pub status_failure: bool,
     /// Set `X-Forwarded-*` on the upstream request (the listener's `forwarded_headers`).
     pub forwarded: bool,
+    /// The listener's limits, read when the request arrived.
+    pub limits: crate::config::ListenerLimits,
+    /// Informational (1xx) responses relayed so far.
+    pub informational: u8,
 }
 
 impl Default for RequestCtx {
@@ -70,6 +74,8 @@ impl RequestCtx {
             retry_same: false,
             status_failure: false,
             forwarded: true,
+            limits: crate::config::ListenerLimits::default(),
+            informational: 0,
         }
     }
 

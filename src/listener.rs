@@ -1,0 +1,152 @@
+//! One proxy listener's connections, around Pingora's HTTP proxy: the cap on open
+//! connections and the deadline for a whole request head (slowloris), which Pingora does
+//! not have (it bounds each read, not the head, and not at all on a reused connection).
+//!
+//! The HTTP/1 connection loop is Pingora's own (`HttpServerApp`'s `process_new`), with two
+//! additions: a connection over `max_connections` is closed at once, and each request is
+//! raced against its head deadline. The proxy marks the head as read (`head_read`) in its
+//! first phase; a deadline that passes before that drops the request, which closes the
+//! connection. Nothing was sent upstream then, so nothing is cut short.
+
+use crate::metrics;
+use crate::proxy::TetherProxy;
+use crate::snapshot::SharedSnapshot;
+use async_trait::async_trait;
+use log::warn;
+use pingora_core::apps::{HttpServerApp, ServerApp};
+use pingora_core::protocols::http::ServerSession;
+use pingora_core::protocols::Stream;
+use pingora_core::server::ShutdownWatch;
+use pingora_proxy::HttpProxy;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+tokio::task_local! {
+    /// Set by the proxy once the current request's head is read.
+    static HEAD_READ: Cell<bool>;
+}
+
+/// Called by the proxy in its first phase: the head arrived in time.
+pub fn head_read() {
+    let _ = HEAD_READ.try_with(|h| h.set(true));
+}
+
+pub struct Listener {
+    proxy: Arc<HttpProxy<TetherProxy>>,
+    snapshot: SharedSnapshot,
+    index: usize,
+    name: String,
+    open: AtomicUsize,
+}
+
+impl Listener {
+    pub fn new(
+        proxy: HttpProxy<TetherProxy>,
+        snapshot: SharedSnapshot,
+        index: usize,
+        name: String,
+    ) -> Self {
+        Listener {
+            proxy: Arc::new(proxy),
+            snapshot,
+            index,
+            name,
+            open: AtomicUsize::new(0),
+        }
+    }
+
+    /// Serves one request; `None` when the head deadline passed first (the connection
+    /// is then closed by dropping it).
+    async fn one(
+        &self,
+        session: ServerSession,
+        shutdown: &ShutdownWatch,
+        deadline: Duration,
+    ) -> Option<Option<pingora_core::apps::ReusedHttpStream>> {
+        HEAD_READ
+            .scope(Cell::new(false), async {
+                let serve = self.proxy.process_new_http(session, shutdown);
+                tokio::pin!(serve);
+                tokio::select! {
+                    r = &mut serve => Some(r),
+                    () = tokio::time::sleep(deadline) => {
+                        if HEAD_READ.with(Cell::get) {
+                            Some(serve.await)
+                        } else {
+                            None
+                        }
+                    }
+                }
+            })
+            .await
+    }
+}
+
+/// Decrements the open-connection count when a connection ends, however it ends.
+struct Open<'a>(&'a AtomicUsize);
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+#[async_trait]
+impl ServerApp for Listener {
+    async fn process_new(
+        self: &Arc<Self>,
+        stream: Stream,
+        shutdown: &ShutdownWatch,
+    ) -> Option<Stream> {
+        let limits = self.snapshot.load().limits[self.index];
+        let open = self.open.fetch_add(1, Relaxed) + 1;
+        let _open = Open(&self.open);
+        if open > limits.max_connections {
+            metrics::client_closed(&self.name, "max_connections");
+            warn_rate_limited(&self.name, limits.max_connections);
+            return None;
+        }
+        let keepalive = limits.keepalive_timeout.as_secs().max(1);
+        let mut session = ServerSession::new_http1(stream);
+        session.set_keepalive(if *shutdown.borrow() {
+            None
+        } else {
+            Some(keepalive)
+        });
+        // The first head: from the connection's start.
+        let mut deadline = limits.request_head_timeout;
+        loop {
+            let Some(result) = self.one(session, shutdown, deadline).await else {
+                metrics::client_closed(&self.name, "request_head_timeout");
+                return None;
+            };
+            let (stream, persistent) = result?.consume();
+            session = ServerSession::new_http1(stream);
+            if let Some(p) = persistent {
+                p.apply_to_session(&mut session);
+            }
+            // The next head may wait for the keep-alive timeout before its first byte.
+            let limits = self.snapshot.load().limits[self.index];
+            deadline = limits.keepalive_timeout + limits.request_head_timeout;
+        }
+    }
+
+    async fn cleanup(&self) {
+        self.proxy.http_cleanup().await;
+    }
+}
+
+/// One warning per listener every 10 s at most: a flood must not flood the log too.
+fn warn_rate_limited(listener: &str, max: usize) {
+    use std::sync::atomic::AtomicU64;
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = crate::routing::now_ms();
+    let last = LAST.load(Relaxed);
+    if now.saturating_sub(last) >= 10_000
+        && LAST.compare_exchange(last, now, Relaxed, Relaxed).is_ok()
+    {
+        warn!("listener {listener}: {max} connections open (max_connections); closing new ones");
+    }
+}
