@@ -73,6 +73,8 @@ pub struct Opts {
     pub access_log: bool,
     /// YAML list items (indented 6) of the listener's `plugins:`.
     pub listener_plugins: String,
+    /// More YAML fields of the listener (indented 4), e.g. `limits:`.
+    pub listener_extra: String,
 }
 
 impl Tether {
@@ -118,10 +120,11 @@ impl Tether {
             let yaml = format!(
                 "server:\n  threads: 2\n  grace_period_seconds: 0\n  graceful_shutdown_timeout_seconds: 1\n  \
                  pid_file: {d}/tether.pid\n  upgrade_sock: {d}/upgrade.sock\n{top}\
-                 listeners:\n  - name: web\n    address: \"{addr}\"\n    cluster: shop\n{plugins}\
+                 listeners:\n  - name: web\n    address: \"{addr}\"\n    cluster: shop\n{extra}{plugins}\
                  clusters:\n  - name: shop\n{cluster}",
                 d = dir.display(),
                 top = top,
+                extra = opts.listener_extra,
                 plugins = if opts.listener_plugins.is_empty() {
                     String::new()
                 } else {
@@ -254,6 +257,16 @@ impl Drop for Tether {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// The text of a `/metrics` scrape.
+pub async fn scrape(addr: SocketAddr) -> String {
+    HttpClient::new(addr)
+        .get("/metrics", &[])
+        .await
+        .expect("scrape")
+        .body_str()
+        .to_string()
 }
 
 /// A cluster body: `settings` (indented cluster fields, may be empty), then every server.
