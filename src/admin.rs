@@ -37,6 +37,23 @@ impl AdminApp {
     }
 }
 
+/// Logs a refused call, at most once a second with the number refused since (a client
+/// guessing tokens must not flood the log).
+fn refused(peer: &str) {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    static SINCE: AtomicU64 = AtomicU64::new(0);
+    let n = SINCE.fetch_add(1, Relaxed) + 1;
+    let now = crate::routing::now_ms();
+    let last = LAST.load(Relaxed);
+    if now.saturating_sub(last) >= 1_000
+        && LAST.compare_exchange(last, now, Relaxed, Relaxed).is_ok()
+    {
+        SINCE.store(0, Relaxed);
+        warn!("admin: refused a call from {peer}: missing or wrong token ({n} refused since the last such line)");
+    }
+}
+
 fn json(status: StatusCode, body: serde_json::Value) -> Response<Vec<u8>> {
     let mut bytes = serde_json::to_vec_pretty(&body).unwrap_or_default();
     bytes.push(b'\n');
@@ -98,6 +115,28 @@ async fn body(session: &mut ServerSession) -> Result<Vec<u8>, Response<Vec<u8>>>
     }
 }
 
+/// `POST /reload?drop_overrides=true`.
+fn drop_overrides(session: &ServerSession) -> bool {
+    session.req_header().uri.query().is_some_and(|q| {
+        q.split('&')
+            .any(|p| p == "drop_overrides=true" || p == "drop_overrides=1")
+    })
+}
+
+impl AdminApp {
+    /// `DELETE .../overrides`: the server (or every server) takes the file's values again.
+    fn drop(&self, peer: &str, target: Option<(&str, &str)>) -> Response<Vec<u8>> {
+        match self.control.drop_overrides(target) {
+            Ok(n) => {
+                let what = target.map_or("every server".to_string(), |(c, s)| format!("{c}/{s}"));
+                info!("admin: {peer} dropped the run-time changes of {what} ({n} had one)");
+                json(StatusCode::OK, serde_json::json!({ "dropped": n }))
+            }
+            Err(e) => control_error(e),
+        }
+    }
+}
+
 #[async_trait]
 impl ServeHttp for AdminApp {
     async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
@@ -111,7 +150,7 @@ impl ServeHttp for AdminApp {
             .headers
             .get(http::header::AUTHORIZATION);
         if !auth::allowed(token, authorization.map(|v| v.as_bytes())) {
-            warn!("admin: refused a call from {peer}: missing or wrong token");
+            refused(&peer);
             let mut resp = error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
             resp.headers_mut()
                 .insert("WWW-Authenticate", http::HeaderValue::from_static("Bearer"));
@@ -122,22 +161,28 @@ impl ServeHttp for AdminApp {
         let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
         match (&method, parts.as_slice()) {
             (&Method::GET, ["status"]) => json(StatusCode::OK, self.control.status()),
-            (&Method::POST, ["reload"]) => match self.control.reload() {
-                Ok(report) => {
-                    info!(
-                        "admin: {peer} reloaded the config; needs upgrade: {:?}",
-                        report.needs_upgrade
-                    );
-                    json(
-                        StatusCode::OK,
-                        serde_json::json!({ "reloaded": true, "needs_upgrade": report.needs_upgrade }),
-                    )
+            (&Method::POST, ["reload"]) => {
+                match self.control.reload_with(drop_overrides(session)) {
+                    Ok(report) => {
+                        info!(
+                            "admin: {peer} reloaded the config; needs upgrade: {:?}",
+                            report.needs_upgrade
+                        );
+                        json(
+                            StatusCode::OK,
+                            serde_json::json!({
+                                "reloaded": true,
+                                "needs_upgrade": report.needs_upgrade,
+                                "overridden": report.overridden,
+                            }),
+                        )
+                    }
+                    Err(e) => {
+                        warn!("admin: {peer} asked for a reload that failed: {e}");
+                        control_error(e)
+                    }
                 }
-                Err(e) => {
-                    warn!("admin: {peer} asked for a reload that failed: {e}");
-                    control_error(e)
-                }
-            },
+            }
             (&Method::POST, ["clusters", cluster, "servers", server, action]) => {
                 let state = match *action {
                     "drain" => ServerState::Draining,
@@ -165,6 +210,10 @@ impl ServeHttp for AdminApp {
                     Err(e) => control_error(e),
                 }
             }
+            (&Method::DELETE, ["overrides"]) => self.drop(&peer, None),
+            (&Method::DELETE, ["clusters", cluster, "servers", server, "overrides"]) => {
+                self.drop(&peer, Some((cluster, server)))
+            }
             (&Method::PUT, ["clusters", cluster, "servers", server, "weight"]) => {
                 let body = match body(session).await {
                     Ok(b) => b,
@@ -187,10 +236,12 @@ impl ServeHttp for AdminApp {
                     Err(e) => control_error(e),
                 }
             }
-            (_, ["status"] | ["reload"] | ["clusters", _, "servers", _, _]) => error(
-                StatusCode::METHOD_NOT_ALLOWED,
-                format!("{method} is not allowed on {path}"),
-            ),
+            (_, ["status"] | ["reload"] | ["overrides"] | ["clusters", _, "servers", _, _]) => {
+                error(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    format!("{method} is not allowed on {path}"),
+                )
+            }
             _ => error(
                 StatusCode::NOT_FOUND,
                 format!("no such endpoint: {method} {path}"),

@@ -32,6 +32,8 @@ pub enum ControlError {
 pub struct ReloadReport {
     /// Settings that differ in the new file but only take effect after a binary upgrade.
     pub needs_upgrade: Vec<String>,
+    /// Servers whose run-time state or weight won over a different value in the file.
+    pub overridden: Vec<String>,
 }
 
 pub struct Control {
@@ -138,25 +140,71 @@ impl Control {
 
     /// Reads, validates and applies the config file. On error the running config stays.
     pub fn reload(&self) -> Result<ReloadReport, ControlError> {
-        let result = self.try_reload();
+        self.reload_with(false)
+    }
+
+    /// Reloads; with `drop_overrides`, operators' run-time changes are forgotten first, so
+    /// every server takes its state and weight from the file.
+    pub fn reload_with(&self, drop_overrides: bool) -> Result<ReloadReport, ControlError> {
+        let result = self.try_reload(drop_overrides);
         crate::metrics::reload_done(result.is_ok());
         result
     }
 
-    fn try_reload(&self) -> Result<ReloadReport, ControlError> {
+    fn try_reload(&self, drop_overrides: bool) -> Result<ReloadReport, ControlError> {
         let path = self.path.as_ref().ok_or(ControlError::NoConfigFile)?;
         let new = config::load(path).map_err(|e| ControlError::BadConfig(Box::new(e)))?;
         let _guard = self.rebuild.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.snapshot.load_full();
+        if drop_overrides {
+            for r in current.clusters.iter() {
+                r.servers().iter().for_each(|s| s.live.clear_override());
+            }
+        }
         // Compared with what is running (bound at start), not with the previous reload.
         let report = ReloadReport {
             needs_upgrade: fixed_at_start(&self.started, &new),
+            overridden: shadowed(&current, &new),
         };
-        let current = self.snapshot.load_full();
+        for line in &report.overridden {
+            log::warn!("reload: {line}");
+        }
         let mut next = Snapshot::build(&new, Some(&current));
         self.bind_listeners(&mut next, &new, &current);
         self.snapshot.store(Arc::new(next));
         self.config.store(Arc::new(new));
+        if drop_overrides {
+            self.save_overrides();
+        }
         Ok(report)
+    }
+
+    /// Forgets operators' run-time changes of one server (or of every server when
+    /// `target` is `None`): they take their state and weight from the running config.
+    /// Returns how many servers had one.
+    pub fn drop_overrides(&self, target: Option<(&str, &str)>) -> Result<usize, ControlError> {
+        let _guard = self.rebuild.lock().unwrap_or_else(|e| e.into_inner());
+        let config = self.config.load_full();
+        let current = self.snapshot.load_full();
+        if let Some((cluster, server)) = target {
+            self.with_server(cluster, server, |_| ())?;
+        }
+        let mut n = 0;
+        for (router, c) in current.clusters.iter().zip(&config.clusters) {
+            for (slot, s) in router.servers().iter().zip(&c.servers) {
+                let wanted = target.is_none_or(|(tc, ts)| tc == c.name && ts == s.name);
+                if wanted && slot.live.is_overridden() {
+                    slot.live.clear_override();
+                    slot.live.apply_config(s.state, s.weight);
+                    n += 1;
+                }
+            }
+        }
+        let mut next = Snapshot::build(&config, Some(&current));
+        self.bind_listeners(&mut next, &config, &current);
+        self.snapshot.store(Arc::new(next));
+        self.save_overrides();
+        Ok(n)
     }
 
     /// Points the listeners bound at start at their clusters in `next` (built from `new`).
@@ -202,6 +250,15 @@ impl Control {
     /// The status report (`GET /status`).
     pub fn status(&self) -> serde_json::Value {
         let snapshot = self.snapshot.load();
+        let config = self.config.load();
+        let file = |cluster: &str, server: &str| {
+            config
+                .clusters
+                .iter()
+                .find(|c| c.name == cluster)
+                .and_then(|c| c.servers.iter().find(|s| s.name == server))
+                .map(|s| (s.state, s.weight))
+        };
         let clusters: Vec<serde_json::Value> = snapshot
             .clusters
             .iter()
@@ -214,6 +271,15 @@ impl Control {
                             Health::Up => "up",
                             Health::Down { .. } => "down",
                         };
+                        // A run-time change, with what the file says under it.
+                        let overrides = (s.live.is_overridden())
+                            .then(|| file(&r.name, &s.config.name))
+                            .map(|f| {
+                                serde_json::json!({
+                                    "file_state": f.map(|(st, _)| state_name(st)),
+                                    "file_weight": f.map(|(_, w)| w),
+                                })
+                            });
                         serde_json::json!({
                             "name": s.config.name,
                             "address": s.config.address.to_string(),
@@ -226,6 +292,7 @@ impl Control {
                             "inflight": s.live.inflight(),
                             "requests": s.live.requests(),
                             "failures": s.live.failures(),
+                            "runtime_override": overrides,
                         })
                     })
                     .collect();
@@ -255,6 +322,48 @@ pub fn state_name(state: ServerState) -> &'static str {
         ServerState::Draining => "draining",
         ServerState::Stopped => "stopped",
     }
+}
+
+/// Each server of `new` whose run-time change (still in `current`) hides a different
+/// state or weight in the file, said in a line for the log and the reload's answer.
+fn shadowed(current: &Snapshot, new: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in &new.clusters {
+        let Some(router) = current.clusters.iter().find(|r| r.name == c.name) else {
+            continue;
+        };
+        for s in &c.servers {
+            let Some(slot) = router.servers().iter().find(|o| o.config.name == s.name) else {
+                continue;
+            };
+            if !slot.live.is_overridden() {
+                continue;
+            }
+            let (state, weight) = (slot.live.state(), slot.live.weight());
+            let mut fields = Vec::new();
+            if state != s.state {
+                fields.push(format!(
+                    "state {} (file: {})",
+                    state_name(state),
+                    state_name(s.state)
+                ));
+            }
+            if weight != s.weight {
+                fields.push(format!("weight {weight} (file: {})", s.weight));
+            }
+            if !fields.is_empty() {
+                out.push(format!(
+                    "{}/{}: the run-time {} wins over the file; DELETE /clusters/{}/servers/{}/overrides or POST /reload?drop_overrides=true to take the file's",
+                    c.name,
+                    s.name,
+                    fields.join(" and "),
+                    c.name,
+                    s.name
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Settings Pingora fixes at start that differ between `old` and `new`.

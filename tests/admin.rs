@@ -211,3 +211,81 @@ async fn reload_applies_a_good_file_keeps_runtime_changes_and_rejects_a_bad_one(
         "the running config stays"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_time_overrides_are_shown_logged_and_can_be_dropped() {
+    let sims = tomcats(2).await;
+    let t = Tether::start_with(Opts {
+        cluster: common::cluster_yaml("", &sims),
+        admin: true,
+        log: Some("warn,tether=info"),
+        ..Opts::default()
+    });
+    let weight = |json: &serde_json::Value, name: &str| {
+        json["clusters"][0]["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        t.admin("PUT", "/clusters/shop/servers/tc1/weight", None, b"3")
+            .await
+            .0,
+        200
+    );
+    // The file now says 5 for tc1: the run-time 3 wins, and the reload says so.
+    let text = std::fs::read_to_string(t.config_path()).unwrap();
+    let tc1 = format!("name: tc1, address: \"{}\"", sims[0].addr());
+    std::fs::write(
+        t.config_path(),
+        text.replace(&tc1, &format!("{tc1}, weight: 5")),
+    )
+    .unwrap();
+    let (status, json) = t.admin("POST", "/reload", None, b"").await;
+    assert_eq!(status, 200, "{json}");
+    let said = json["overridden"].to_string();
+    assert!(
+        said.contains("shop/tc1") && said.contains("weight 3 (file: 5)"),
+        "{json}"
+    );
+    assert!(t.log().contains("weight 3 (file: 5)"), "{}", t.log());
+    let (_, status) = t.admin("GET", "/status", None, b"").await;
+    let s = weight(&status, "tc1");
+    assert_eq!(s["weight"], 3);
+    assert_eq!(s["runtime_override"]["file_weight"], 5, "{s}");
+    assert!(weight(&status, "tc2")["runtime_override"].is_null());
+
+    // Dropped for one server: the file's weight applies.
+    let (code, json) = t
+        .admin("DELETE", "/clusters/shop/servers/tc1/overrides", None, b"")
+        .await;
+    assert_eq!((code, json["dropped"].as_u64()), (200, Some(1)), "{json}");
+    let (_, status) = t.admin("GET", "/status", None, b"").await;
+    assert_eq!(weight(&status, "tc1")["weight"], 5);
+    assert!(weight(&status, "tc1")["runtime_override"].is_null());
+    assert_eq!(
+        t.admin("DELETE", "/clusters/shop/servers/nope/overrides", None, b"")
+            .await
+            .0,
+        404
+    );
+
+    // Or for all, on reload.
+    t.admin("POST", "/clusters/shop/servers/tc2/drain", None, b"")
+        .await;
+    let (code, json) = t
+        .admin("POST", "/reload?drop_overrides=true", None, b"")
+        .await;
+    assert_eq!(code, 200, "{json}");
+    let (_, status) = t.admin("GET", "/status", None, b"").await;
+    assert_eq!(weight(&status, "tc2")["state"], "active");
+    // And DELETE /overrides drops every one.
+    t.admin("POST", "/clusters/shop/servers/tc2/stop", None, b"")
+        .await;
+    let (code, json) = t.admin("DELETE", "/overrides", None, b"").await;
+    assert_eq!((code, json["dropped"].as_u64()), (200, Some(1)), "{json}");
+    assert_eq!(t.server_status(None, "tc2").await.0, "active");
+}

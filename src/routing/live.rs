@@ -82,6 +82,11 @@ impl ServerLive {
         self.weight.store(weight, Relaxed);
     }
 
+    /// Forgets the operator's change: the next `apply_config` takes the file's values.
+    pub fn clear_override(&self) {
+        self.runtime_override.store(false, Relaxed);
+    }
+
     pub fn is_overridden(&self) -> bool {
         self.runtime_override.load(Relaxed)
     }
