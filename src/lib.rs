@@ -9,6 +9,7 @@ pub mod demo;
 pub mod fast_stop;
 pub mod health;
 pub mod listener;
+pub mod logging;
 pub mod metrics;
 pub mod overrides;
 pub mod persist;

@@ -80,7 +80,7 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGUSR1, libc::SIG_IGN);
     }
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    tether::logging::init();
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Demo { listen }) => return tether::demo::run(listen),

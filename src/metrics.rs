@@ -155,11 +155,8 @@ pub fn init(collector: LiveCollector) {
     }
     Lazy::force(&ACCESS_LOG_DROPPED);
     Lazy::force(&CLIENT_CLOSED);
-    // Prometheus's standard process_* metrics (CPU, RSS, open fds, start time).
-    let process = prometheus::process_collector::ProcessCollector::for_self();
-    if let Err(e) = prometheus::register(Box::new(process)) {
-        log::warn!("cannot register the process metrics: {e}");
-    }
+    // Prometheus's standard process_* metrics (CPU, RSS, open fds, start time) come with
+    // the default registry once the `process` feature is on (Cargo.toml).
     LAST_RELOAD.set(unix_now());
     if let Err(e) = prometheus::register(Box::new(collector)) {
         log::warn!("cannot register the live-state metrics: {e}");

@@ -349,6 +349,25 @@ impl ProxyHttp for TetherProxy {
         Ok(())
     }
 
+    /// Pingora logs every failed request as an ERROR. A refusal by policy (503 with no
+    /// server, `sticky_force`), a client that went away or was too slow, and a request tether
+    /// answered itself are expected events, counted in the metrics: not errors.
+    fn suppress_error_log(&self, _session: &Session, ctx: &RequestCtx, e: &Error) -> bool {
+        ctx.rejected.is_some() || e.esource() == &pingora_error::ErrorSource::Downstream
+    }
+
+    /// Each retry is counted (`tether_retries_total`) and a server's being marked down is
+    /// logged once; a warning per retried request would repeat that for every request.
+    fn suppress_proxy_warn_log(
+        &self,
+        _session: &Session,
+        _ctx: &RequestCtx,
+        _e: &Error,
+        _context: pingora_proxy::ProxyWarnLogContext,
+    ) -> bool {
+        true
+    }
+
     async fn fail_to_proxy(
         &self,
         session: &mut Session,

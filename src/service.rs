@@ -101,6 +101,7 @@ pub fn build_server(
     if let Some(address) = config.metrics {
         let mut service = pingora_prometheus::prometheus_http_service();
         service.add_tcp(&address.to_string());
+        log::info!("metrics listening on {address} (/metrics)");
         server.add_service(service);
     }
     let access_log = match &config.access_log {
@@ -132,6 +133,12 @@ pub fn build_server(
         service.add_listener(
             ListenerConfig::tcp(listener.address.to_string()).l4_buffer(LISTENER_BUFFERS),
         );
+        log::info!(
+            "listener {} listening on {} (cluster {})",
+            listener.name,
+            listener.address,
+            config.clusters[listener.cluster].name
+        );
         server.add_service(service);
     }
     let admin = config.admin.clone();
@@ -153,6 +160,7 @@ pub fn build_server(
             AdminApp::new(control.clone(), &admin),
         );
         service.add_tcp(&admin.address.to_string());
+        log::info!("admin API listening on {}", admin.address);
         server.add_service(service);
     }
     server.add_service(background_service(

@@ -224,3 +224,52 @@ async fn sigint_stops_at_once_during_the_grace_period() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_says_what_matters_once() {
+    let sims = tomcats(2).await;
+    let dir = scratch_dir("log-hygiene");
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let conf = config(&dir, addr, &sims, "");
+    let log_file = dir.join("stderr.log");
+    let mut child = Command::new(tether_bin())
+        .arg("-c")
+        .arg(&conf)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(&log_file).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until("tether to listen", Duration::from_secs(10), || {
+        std::net::TcpStream::connect(addr).is_ok()
+    });
+    // Both servers die: failover, then 503 refusals, all expected.
+    sims[0].stop().await;
+    sims[1].stop().await;
+    let mut c = HttpClient::new(addr);
+    for _ in 0..5 {
+        assert_eq!(c.get("/", &[]).await.unwrap().status, 503);
+    }
+    let pid = child.id().to_string();
+    let before_stop = std::fs::read_to_string(&log_file).unwrap().lines().count();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let _ = child.wait();
+    let log = std::fs::read_to_string(&log_file).unwrap();
+    assert_eq!(
+        log.matches("listening on").count(),
+        1,
+        "one line per listener:\n{log}"
+    );
+    assert!(
+        !log.contains(" ERROR "),
+        "no ERROR for expected events:\n{log}"
+    );
+    assert_eq!(
+        log.matches("marked down").count(),
+        2,
+        "each server's fall said once:\n{log}"
+    );
+    let stop_lines = log.lines().count() - before_stop;
+    assert!(stop_lines <= 5, "a graceful stop in a few lines:\n{log}");
+    let _ = std::fs::remove_dir_all(dir);
+}
