@@ -2,11 +2,16 @@
 //! connections and the deadline for a whole request head (slowloris), which Pingora does
 //! not have (it bounds each read, not the head, and not at all on a reused connection).
 //!
-//! The HTTP/1 connection loop is Pingora's own (`HttpServerApp`'s `process_new`), with two
-//! additions: a connection over `max_connections` is closed at once, and each request is
-//! raced against its head deadline. The proxy marks the head as read (`head_read`) in its
-//! first phase; a deadline that passes before that drops the request, which closes the
-//! connection. Nothing was sent upstream then, so nothing is cut short.
+//! The HTTP/1 connection loop is Pingora's own (`HttpServerApp`'s `process_new`), with three
+//! additions: a connection over `max_connections` is closed at once; the connection's reads
+//! are bounded by `max_request_head` while a head is read ([`head_limit`]); and each
+//! request is raced against its head deadline. The proxy marks the head as read
+//! (`head_read`) in its first phase; a deadline that passes before that drops the request,
+//! which closes the connection. Nothing was sent upstream then, so nothing is cut short.
+
+mod head_limit;
+
+use head_limit::{HeadBudget, HeadLimited};
 
 use crate::metrics;
 use crate::proxy::TetherProxy;
@@ -18,19 +23,18 @@ use pingora_core::protocols::http::ServerSession;
 use pingora_core::protocols::Stream;
 use pingora_core::server::ShutdownWatch;
 use pingora_proxy::HttpProxy;
-use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
 tokio::task_local! {
-    /// Set by the proxy once the current request's head is read.
-    static HEAD_READ: Cell<bool>;
+    /// The connection's head budget, lifted by the proxy once the request's head is read.
+    static HEAD: Arc<HeadBudget>;
 }
 
-/// Called by the proxy in its first phase: the head arrived in time.
+/// Called by the proxy in its first phase: the head arrived in time and within its size.
 pub fn head_read() {
-    let _ = HEAD_READ.try_with(|h| h.set(true));
+    let _ = HEAD.try_with(|h| h.lift());
 }
 
 pub struct Listener {
@@ -64,23 +68,23 @@ impl Listener {
         session: ServerSession,
         shutdown: &ShutdownWatch,
         deadline: Duration,
+        budget: &Arc<HeadBudget>,
     ) -> Option<Option<pingora_core::apps::ReusedHttpStream>> {
-        HEAD_READ
-            .scope(Cell::new(false), async {
-                let serve = self.proxy.process_new_http(session, shutdown);
-                tokio::pin!(serve);
-                tokio::select! {
-                    r = &mut serve => Some(r),
-                    () = tokio::time::sleep(deadline) => {
-                        if HEAD_READ.with(Cell::get) {
-                            Some(serve.await)
-                        } else {
-                            None
-                        }
+        HEAD.scope(budget.clone(), async {
+            let serve = self.proxy.process_new_http(session, shutdown);
+            tokio::pin!(serve);
+            tokio::select! {
+                r = &mut serve => Some(r),
+                () = tokio::time::sleep(deadline) => {
+                    if budget.is_lifted() {
+                        Some(serve.await)
+                    } else {
+                        None
                     }
                 }
-            })
-            .await
+            }
+        })
+        .await
     }
 }
 
@@ -109,6 +113,8 @@ impl ServerApp for Listener {
             return None;
         }
         let keepalive = limits.keepalive_timeout.as_secs().max(1);
+        let budget = Arc::new(HeadBudget::default());
+        let stream: Stream = Box::new(HeadLimited::new(stream, budget.clone()));
         let mut session = ServerSession::new_http1(stream);
         session.set_keepalive(if *shutdown.borrow() {
             None
@@ -117,8 +123,14 @@ impl ServerApp for Listener {
         });
         // The first head: from the connection's start.
         let mut deadline = limits.request_head_timeout;
+        let mut max_head = limits.max_request_head;
         loop {
-            let Some(result) = self.one(session, shutdown, deadline).await else {
+            budget.start(max_head);
+            let served = self.one(session, shutdown, deadline, &budget).await;
+            if budget.take_exceeded() {
+                metrics::client_closed(&self.name, "request_head_too_large");
+            }
+            let Some(result) = served else {
                 metrics::client_closed(&self.name, "request_head_timeout");
                 return None;
             };
@@ -130,6 +142,7 @@ impl ServerApp for Listener {
             // The next head may wait for the keep-alive timeout before its first byte.
             let limits = self.snapshot.load().limits[self.index];
             deadline = limits.keepalive_timeout + limits.request_head_timeout;
+            max_head = limits.max_request_head;
         }
     }
 

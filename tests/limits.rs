@@ -292,3 +292,63 @@ async fn a_client_that_stops_reading_a_large_response_is_closed() {
     assert!(closed, "closed");
     assert!(out.len() < 60 * 1024 * 1024, "read {} bytes", out.len());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endless_headers_get_431_and_do_not_hold_memory() {
+    let sims = tomcats(1).await;
+    let t = start(&server_line(&sims[0], ""), "", "");
+    // One client: a head that never ends is answered 431 once it passes 32 KiB.
+    let mut s = TcpStream::connect(t.addr).await.unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n").await.unwrap();
+    let line = format!("X-Filler: {}\r\n", "a".repeat(1000));
+    for _ in 0..40 {
+        if s.write_all(line.as_bytes()).await.is_err() {
+            break;
+        }
+    }
+    let (out, closed) = read_until_closed(&mut s, Duration::from_secs(5)).await;
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 431"), "{text}");
+    assert!(text.contains("Connection: close") && closed, "{text}");
+
+    // 300 clients each trying to send 1 MiB of unfinished head.
+    let before = t.rss();
+    let mut tasks = Vec::new();
+    for _ in 0..300 {
+        let addr = t.addr;
+        let line = line.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n").await;
+            for _ in 0..1000 {
+                if s.write_all(line.as_bytes()).await.is_err() {
+                    break;
+                }
+            }
+            s
+        }));
+    }
+    let mut held = Vec::new();
+    for task in tasks {
+        held.push(task.await.unwrap());
+    }
+    let during = t.rss();
+    drop(held);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = t.rss();
+    let mib = |b: u64| b as f64 / 1048576.0;
+    eprintln!(
+        "RSS: before {:.1} MiB, with 300 endless heads {:.1} MiB, after {:.1} MiB",
+        mib(before),
+        mib(during),
+        mib(after)
+    );
+    // Unbounded, Pingora's parser would hold up to 1 MiB for each: ~300 MiB.
+    assert!(
+        during < before + 60 * 1048576,
+        "300 unfinished heads held {:.1} MiB",
+        mib(during - before)
+    );
+    let ok = t.client().get("/", &[]).await.unwrap();
+    assert_eq!(ok.status, 200);
+}

@@ -186,6 +186,22 @@ impl Tether {
         panic!("tether did not stop on SIGTERM");
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Resident memory of the process, in bytes (from /proc).
+    pub fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+            .unwrap_or(0);
+        kb * 1024
+    }
+
     /// Is the process still running?
     pub fn alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
