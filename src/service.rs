@@ -98,10 +98,12 @@ pub fn build_server(
         server.add_service(background_service("partition tables", persister));
     }
     metrics::init(LiveCollector::new(snapshot.clone()));
+    // Said once the services start: after daemonizing, so into the daemon's log file.
+    let mut announce = Vec::new();
     if let Some(address) = config.metrics {
         let mut service = pingora_prometheus::prometheus_http_service();
         service.add_tcp(&address.to_string());
-        log::info!("metrics listening on {address} (/metrics)");
+        announce.push(format!("metrics listening on {address} (/metrics)"));
         server.add_service(service);
     }
     let access_log = match &config.access_log {
@@ -133,12 +135,10 @@ pub fn build_server(
         service.add_listener(
             ListenerConfig::tcp(listener.address.to_string()).l4_buffer(LISTENER_BUFFERS),
         );
-        log::info!(
+        announce.push(format!(
             "listener {} listening on {} (cluster {})",
-            listener.name,
-            listener.address,
-            config.clusters[listener.cluster].name
-        );
+            listener.name, listener.address, config.clusters[listener.cluster].name
+        ));
         server.add_service(service);
     }
     let admin = config.admin.clone();
@@ -160,9 +160,10 @@ pub fn build_server(
             AdminApp::new(control.clone(), &admin),
         );
         service.add_tcp(&admin.address.to_string());
-        log::info!("admin API listening on {}", admin.address);
+        announce.push(format!("admin API listening on {}", admin.address));
         server.add_service(service);
     }
+    server.add_service(background_service("announce", Announce(announce)));
     server.add_service(background_service(
         "fast stop",
         crate::fast_stop::FastStop::new(control.clone()),
@@ -172,4 +173,16 @@ pub fn build_server(
         server.add_service(background_service("config reload", reloader));
     }
     Ok((server, control))
+}
+
+/// Logs one line per listening address when the services start.
+struct Announce(Vec<String>);
+
+#[async_trait::async_trait]
+impl pingora_core::services::background::BackgroundService for Announce {
+    async fn start(&self, _shutdown: pingora_core::server::ShutdownWatch) {
+        for line in &self.0 {
+            log::info!("{line}");
+        }
+    }
 }

@@ -83,6 +83,14 @@ fn upgrade(conf: &Path, binary: Option<PathBuf>) -> Result<String, String> {
             pid_file.display()
         ));
     }
+    // Addresses the running process holds are handed over; any other must be free, or
+    // the new process would start without that listener once the old one let go.
+    let held = crate::bind_check::listening_of(old);
+    crate::bind_check::check_addresses(&crate::bind_check::addresses(&config), |a| {
+        held.iter()
+            .any(|h| *h == a || (h.port() == a.port() && h.ip().is_unspecified()))
+    })
+    .map_err(|e| format!("{e}; nothing was changed, pid {old} keeps serving"))?;
     let binary = match binary {
         Some(b) => b,
         None => std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?,

@@ -108,8 +108,43 @@ async fn daemon_and_upgrade_keep_the_access_log_and_the_pid_file_goes_with_the_p
     assert!(!text.contains("SECRET"), "session ids are masked:\n{text}");
     assert!(text.contains("jsessionid=***.tc1"), "{text}");
 
-    // Through an upgrade: the new process writes the log too.
     let old = tether::upgrade::read_pid(&pid_file).unwrap();
+    // An upgrade to a config with a listener on a taken address fails before anything
+    // changes, with one line; the running process keeps serving.
+    let held = TcpListener::bind("127.0.0.1:0").unwrap();
+    let good = std::fs::read_to_string(&conf).unwrap();
+    std::fs::write(
+        &conf,
+        good.replace(
+            "clusters:\n",
+            &format!(
+                "  - {{ name: web2, address: \"{}\", cluster: shop }}\nclusters:\n",
+                held.local_addr().unwrap()
+            ),
+        ),
+    )
+    .unwrap();
+    let up = Command::new(tether_bin())
+        .args(["upgrade", "-c"])
+        .arg(&conf)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!up.status.success());
+    let said = String::from_utf8_lossy(&up.stderr);
+    assert!(
+        said.contains(&format!(
+            "cannot listen on {} (listener web2)",
+            held.local_addr().unwrap()
+        )),
+        "{said}"
+    );
+    assert_eq!(tether::upgrade::read_pid(&pid_file).unwrap(), old);
+    assert!(alive(old));
+    std::fs::write(&conf, good).unwrap();
+    drop(held);
+
+    // Through an upgrade: the new process writes the log too.
     let up = Command::new(tether_bin())
         .args(["upgrade", "-c"])
         .arg(&conf)
