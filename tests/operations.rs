@@ -308,3 +308,40 @@ async fn the_log_says_what_matters_once() {
     assert!(stop_lines <= 5, "a graceful stop in a few lines:\n{log}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigusr1_reopens_the_access_log_after_logrotate_moved_it() {
+    let sims = tomcats(1).await;
+    let dir = scratch_dir("reopen");
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let conf = config(&dir, addr, &sims, "");
+    let mut child = Command::new(tether_bin())
+        .arg("-c")
+        .arg(&conf)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("tether to listen", Duration::from_secs(10), || {
+        std::net::TcpStream::connect(addr).is_ok()
+    });
+    get_n(addr, 2).await;
+    wait_until("2 lines", Duration::from_secs(5), || log_lines(&dir) >= 2);
+    std::fs::rename(dir.join("access.log"), dir.join("access.log.1")).unwrap();
+    let pid = child.id().to_string();
+    Command::new("kill").args(["-USR1", &pid]).status().unwrap();
+    // The reopen is asynchronous: requests until the new file has a line.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while log_lines(&dir) == 0 {
+        assert!(Instant::now() < deadline, "no line in the reopened file");
+        get_n(addr, 1).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "SIGUSR1 did not stop tether"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(dir);
+}
