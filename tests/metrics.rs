@@ -131,7 +131,10 @@ async fn a_scrape_passes_promtool_and_counts_what_happened() {
     assert!(v(r#"tether_upstream_connect_duration_seconds_count{cluster="shop"}"#) >= 2.0);
     assert!(text.contains("tether_build_info{version=\""), "{text}");
     // Prometheus's standard process metrics, with values for this process.
-    assert!(sample(&text, "process_cpu_seconds_total").is_some(), "{text}");
+    assert!(
+        sample(&text, "process_cpu_seconds_total").is_some(),
+        "{text}"
+    );
     for name in [
         "process_resident_memory_bytes",
         "process_open_fds",
