@@ -302,6 +302,7 @@ impl Control {
                         "max": t.max(),
                         "learned": t.learned(),
                         "rejected": t.rejected(),
+                        "evicted": t.evicted(),
                     })
                 });
                 serde_json::json!({

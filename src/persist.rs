@@ -6,12 +6,18 @@
 //! table. A background task saves a table at most once per `interval` after it changed,
 //! and once more at shutdown. Loading a missing or corrupt file logs and changes nothing.
 //!
+//! Entries come in two sections, marked by comment lines (older tethers skip comments and
+//! load both): partitions requests have used, then partitions servers announced that no
+//! request has used yet. A partition that a process only loaded, and that nothing used or
+//! announced while it ran for [`KEEP_LOADED_FOR`], is not saved again, so junk a server once
+//! announced and no request ever used outlives at most one process that ran that long.
+//!
 //! During a binary upgrade the old process drains while the new one already learns and
 //! saves. Each file names the process that wrote it and when that process started; a
 //! process stops saving a table once a newer tether that is still running has written it,
 //! so the old process's last saves never overwrite what the new one learned.
 
-use crate::routing::{clone_tag, ClusterRouter};
+use crate::routing::{clone_tag, ClusterRouter, Insert};
 use crate::snapshot::SharedSnapshot;
 use async_trait::async_trait;
 use log::{info, warn};
@@ -25,6 +31,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const HEADER: &str = "# tether partition table v1";
 const WRITER: &str = "# writer ";
+/// Starts the section of partitions requests have used.
+const USED: &str = "# used by requests";
+/// Starts the section of partitions no request has used yet. Entries before either marker
+/// (files of older tethers) count as unused.
+const UNUSED: &str = "# not used by requests yet";
+/// How long a process keeps saving partitions it only loaded, neither used nor announced
+/// since: long enough that a crash loop does not lose them, short enough that junk dies.
+pub const KEEP_LOADED_FOR: Duration = Duration::from_secs(600);
 
 /// When this process started, in ms since the Unix epoch (see [`mark_start`]).
 static STARTED_MS: once_cell::sync::Lazy<u64> = once_cell::sync::Lazy::new(|| {
@@ -43,8 +57,21 @@ pub fn table_path(state_dir: &Path, cluster: &str) -> PathBuf {
     state_dir.join(format!("partitions-{cluster}.tsv"))
 }
 
+fn uptime() -> Duration {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    Duration::from_millis(now.saturating_sub(*STARTED_MS))
+}
+
 /// Writes `router`'s partition table atomically; returns the number of entries written.
+/// Partitions only loaded are kept for this process's first [`KEEP_LOADED_FOR`].
 pub fn save(router: &ClusterRouter, path: &Path) -> io::Result<usize> {
+    save_with(router, path, uptime() < KEEP_LOADED_FOR)
+}
+
+/// [`save`], keeping partitions only loaded, neither used nor announced since, or not.
+pub fn save_with(router: &ClusterRouter, path: &Path, keep_loaded: bool) -> io::Result<usize> {
     let Some(table) = router.partitions() else {
         return Ok(0);
     };
@@ -56,11 +83,15 @@ pub fn save(router: &ClusterRouter, path: &Path) -> io::Result<usize> {
     writeln!(out, "{HEADER}")?;
     writeln!(out, "# cluster {}", router.name)?;
     writeln!(out, "{WRITER}{} {}", std::process::id(), *STARTED_MS)?;
+    let entries = table.entries_to_save(keep_loaded);
     let mut n = 0;
-    for (key, tag) in table.entries() {
-        if let Some(clone) = router.clone_of_tag(tag) {
-            writeln!(out, "{key:016x}\t{clone}")?;
-            n += 1;
+    for (marker, used) in [(USED, true), (UNUSED, false)] {
+        writeln!(out, "{marker}")?;
+        for e in entries.iter().filter(|e| e.used == used) {
+            if let Some(clone) = router.clone_of_tag(e.clone) {
+                writeln!(out, "{:016x}\t{clone}", e.key)?;
+                n += 1;
+            }
         }
     }
     let file = out.into_inner().map_err(|e| e.into_error())?;
@@ -121,8 +152,10 @@ pub enum LoadError {
     Corrupt(usize),
 }
 
-/// Loads a saved table into `router`'s (empty or not) partition table. Entries of clones
-/// that are no longer configured are skipped. A corrupt file loads nothing.
+/// Loads a saved table into `router`'s (empty or not) partition table; returns the number
+/// of entries loaded. Entries of clones that are no longer configured are skipped, and so
+/// are unused ones that do not fit (a smaller `partition_table_max` than the saver's): used
+/// ones load first. A corrupt file loads nothing.
 pub fn load(router: &ClusterRouter, path: &Path) -> Result<usize, LoadError> {
     let Some(table) = router.partitions() else {
         return Ok(0);
@@ -144,7 +177,13 @@ pub fn load(router: &ClusterRouter, path: &Path) -> Result<usize, LoadError> {
         .collect();
     // Parse everything before changing anything.
     let mut entries = Vec::new();
+    let mut used = false;
     for (i, line) in lines {
+        match line {
+            USED => used = true,
+            UNUSED => used = false,
+            _ => {}
+        }
         if line.starts_with('#') || line.is_empty() {
             continue;
         }
@@ -154,14 +193,16 @@ pub fn load(router: &ClusterRouter, path: &Path) -> Result<usize, LoadError> {
             return Err(LoadError::Corrupt(i + 1));
         }
         if let Some(&tag) = clones.get(clone) {
-            entries.push((key, tag));
+            entries.push((key, tag, used));
         }
     }
-    let n = entries.len();
-    for (key, tag) in entries {
-        table.insert_key(key, tag);
-    }
-    Ok(n)
+    // Stable: used ones first, each section in file order.
+    entries.sort_by_key(|&(_, _, used)| !used);
+    let loaded = entries
+        .into_iter()
+        .filter(|&(key, tag, used)| table.load_key(key, tag, used) != Insert::Refused)
+        .count();
+    Ok(loaded)
 }
 
 /// Loads every WebSphere cluster's saved table; logs what happened.
@@ -276,11 +317,17 @@ impl BackgroundService for Persister {
 mod tests {
     use super::*;
     use crate::config;
+    use crate::routing::partition_key;
 
     fn router(clones: &[&str]) -> ClusterRouter {
-        let mut yaml = String::from(
-            "listeners: [{ name: web, address: 127.0.0.1:1, cluster: was }]\n\
-             clusters:\n  - name: was\n    session_style: websphere\n    servers:\n",
+        router_max(clones, 100_000)
+    }
+
+    fn router_max(clones: &[&str], max: usize) -> ClusterRouter {
+        let mut yaml = format!(
+            "listeners: [{{ name: web, address: 127.0.0.1:1, cluster: was }}]\n\
+             clusters:\n  - name: was\n    session_style: websphere\n\
+             \x20   websphere: {{ partition_table_max: {max} }}\n    servers:\n",
         );
         for (i, c) in clones.iter().enumerate() {
             yaml.push_str(&format!(
@@ -317,6 +364,66 @@ mod tests {
         // A clone removed from the config loses its entries; the rest load.
         let smaller = router(&["c1"]);
         assert_eq!(load(&smaller, &path).unwrap(), 1);
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    /// Junk a server announced, that no request used, is saved by the process that learned
+    /// it and by the next one while young, then dropped; used partitions stay saved.
+    #[test]
+    fn junk_no_request_used_does_not_outlive_a_process_that_ran_a_while() {
+        let d = dir("junk");
+        let path = table_path(&d, "was");
+        let first = router(&["c1", "c2"]);
+        first.learn_wspt(b"7329011=c1, 900=c2, 901=c2");
+        first.partitions().unwrap().get(b"7329011"); // a request's look-up
+        assert_eq!(
+            save_with(&first, &path, false).unwrap(),
+            3,
+            "all learned here"
+        );
+
+        let second = router(&["c1", "c2"]);
+        assert_eq!(load(&second, &path).unwrap(), 3);
+        second.learn_wspt(b"901=c2"); // announced again
+        assert_eq!(
+            save(&second, &path).unwrap(),
+            3,
+            "a young process keeps all"
+        );
+        assert_eq!(save_with(&second, &path, false).unwrap(), 2, "900 dropped");
+
+        let third = router(&["c1", "c2"]);
+        assert_eq!(load(&third, &path).unwrap(), 2);
+        let t = third.partitions().unwrap();
+        assert_eq!(third.partition_owner(b"900"), None);
+        assert_eq!(third.partition_owner(b"901"), Some("c2"));
+        assert!(t.is_used(b"7329011"), "the mark survives restarts");
+        assert!(!t.is_used(b"901"));
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn used_entries_load_first_and_old_files_load_as_unused() {
+        let d = dir("sections");
+        let path = table_path(&d, "was");
+        std::fs::create_dir_all(&d).unwrap();
+        let (a, b) = (partition_key(b"a"), partition_key(b"b"));
+        let text = format!("{HEADER}\n{UNUSED}\n{a:016x}\tc1\n{USED}\n{b:016x}\tc1\n");
+        std::fs::write(&path, text).unwrap();
+        let small = router_max(&["c1"], 1);
+        assert_eq!(load(&small, &path).unwrap(), 1);
+        assert_eq!(small.partition_owner(b"b"), Some("c1"), "the used one fits");
+
+        let old = format!("{HEADER}\n# cluster was\n{a:016x}\tc1\n");
+        std::fs::write(&path, old).unwrap();
+        let r = router(&["c1"]);
+        assert_eq!(load(&r, &path).unwrap(), 1);
+        assert!(!r.partitions().unwrap().is_used(b"a"));
+        assert_eq!(
+            save_with(&r, &path, false).unwrap(),
+            0,
+            "never used, dropped"
+        );
         let _ = std::fs::remove_dir_all(d);
     }
 

@@ -395,3 +395,94 @@ async fn bad_wspt_values_change_nothing_and_are_counted() {
         "each bad value is counted:\n{log}"
     );
 }
+
+/// A rogue cluster member (clone c9) whose every response carries `headers` `$WSPT` headers,
+/// each naming a partition no response named before.
+async fn flood_server(headers: usize) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let next = next.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while let Ok(n) = sock.read(&mut chunk).await {
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..end + 4);
+                        let first = next.fetch_add(headers, std::sync::atomic::Ordering::SeqCst);
+                        let mut resp = String::from("HTTP/1.1 200 OK\r\nX-Server: rogue\r\n");
+                        for i in first..first + headers {
+                            resp.push_str(&format!("$WSPT: junk{i}=c9\r\n"));
+                        }
+                        resp.push_str("Content-Length: 3\r\n\r\nok\n");
+                        if sock.write_all(resp.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// `$WSPT` poisoning: a member floods the table with partitions no request uses, far past
+/// `partition_table_max`. Real partitions are still learned into the full table, and the
+/// ones sessions use stay through more floods: affinity holds, no `$WSFO`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wspt_flood_never_locks_real_partitions_out() {
+    let (_cluster, sims) = was_cluster().await;
+    let rogue = flood_server(200).await; // Pingora takes at most 256 headers
+    let mut yaml = cluster_yaml(&sims, "    websphere: { partition_table_max: 100 }\n");
+    // A backup gets no new sessions: it floods exactly when the test sends it a request.
+    yaml.push_str(&format!(
+        "      - {{ name: rogue, address: \"{rogue}\", clone_id: c9, backup: true }}\n"
+    ));
+    let t = Tether::start_with(Opts {
+        cluster: yaml,
+        admin: true,
+        ..Opts::default()
+    });
+    let flood = || async {
+        let resp = t
+            .client()
+            .get("/", &[("Cookie", "JSESSIONID=0000ROGUE:c9")])
+            .await
+            .unwrap();
+        assert_eq!(resp.header("x-server"), Some("rogue"));
+    };
+    let table = || async {
+        let (status, json) = t.admin("GET", "/status", None, b"").await;
+        assert_eq!(status, 200, "{json}");
+        json["clusters"][0]["partition_table"].clone()
+    };
+    for _ in 0..3 {
+        flood().await;
+    }
+    assert_eq!(table().await["size"], 100, "full of junk");
+
+    // Sessions on the real clones: their partitions are learned into the full table.
+    let (mut browsers, homes) = new_sessions(&t, 12).await;
+    for round in 0..5 {
+        for (i, b) in browsers.iter_mut().enumerate() {
+            let (status, server) = b.get(&format!("/app/{round}")).await;
+            assert_eq!(status, 200);
+            assert_eq!(
+                server, homes[i],
+                "round {round}: the session kept its partition"
+            );
+        }
+        flood().await;
+    }
+    assert_eq!(wsfo_total(&sims), 0, "no partition was ever unknown");
+    let table = table().await;
+    assert!(table["size"].as_u64().unwrap() <= 100, "{table}");
+    // 200 per flood, or 64 once a response shares one quota: either way, far past the max.
+    assert!(table["learned"].as_u64().unwrap() >= 400, "{table}");
+}

@@ -18,6 +18,7 @@ struct Families {
     table_size: IntGaugeVec,
     learned: IntCounterVec,
     rejected: IntCounterVec,
+    evicted: IntCounterVec,
 }
 
 /// A Prometheus collector over the current routing snapshot.
@@ -59,7 +60,12 @@ impl LiveCollector {
             ),
             rejected: counter(
                 "tether_wspt_rejected_total",
-                "$WSPT values or entries refused (malformed, oversized, unknown clone, table full).",
+                "$WSPT values or entries refused (malformed, oversized, unknown clone, over the per-response quota).",
+                &["cluster"],
+            ),
+            evicted: counter(
+                "tether_partition_evictions_total",
+                "Partitions evicted to make room in a full partition table.",
                 &["cluster"],
             ),
         };
@@ -71,6 +77,7 @@ impl LiveCollector {
             families.table_size.desc(),
             families.learned.desc(),
             families.rejected.desc(),
+            families.evicted.desc(),
         ]
         .into_iter()
         .flatten()
@@ -95,6 +102,7 @@ impl Collector for LiveCollector {
         all.iter().for_each(|v| v.reset());
         f.learned.reset();
         f.rejected.reset();
+        f.evicted.reset();
         let snapshot = self.snapshot.load();
         for router in snapshot.clusters.iter() {
             let c = router.name.as_str();
@@ -123,11 +131,13 @@ impl Collector for LiveCollector {
                 f.table_size.with_label_values(&[c]).set(t.len() as i64);
                 f.learned.with_label_values(&[c]).inc_by(t.learned());
                 f.rejected.with_label_values(&[c]).inc_by(t.rejected());
+                f.evicted.with_label_values(&[c]).inc_by(t.evicted());
             }
         }
         let mut out: Vec<MetricFamily> = all.iter().flat_map(|v| v.collect()).collect();
         out.extend(f.learned.collect());
         out.extend(f.rejected.collect());
+        out.extend(f.evicted.collect());
         out
     }
 }

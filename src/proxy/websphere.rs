@@ -103,14 +103,14 @@ fn host_without_port(host: &[u8]) -> &[u8] {
 /// and removes every `$WS*` header before the response goes to the client.
 pub fn learn_and_strip(router: &ClusterRouter, server: &str, resp: &mut ResponseHeader) {
     if router.is_websphere() {
-        for value in resp.headers.get_all(WSPT) {
-            let learned = router.learn_wspt(value.as_bytes());
-            if learned.refused.is_some() || learned.unknown_clone > 0 || learned.full > 0 {
-                debug!(
-                    "cluster {} server {server}: $WSPT partly or wholly refused: {learned:?}",
-                    router.name
-                );
-            }
+        // One response, however many `$WSPT` headers: its new partitions share one quota.
+        let values = resp.headers.get_all(WSPT).iter().map(|v| v.as_bytes());
+        let learned = router.learn_wspt_response(values);
+        if learned.refused.is_some() || learned.unknown_clone > 0 || learned.full > 0 {
+            debug!(
+                "cluster {} server {server}: $WSPT partly or wholly refused: {learned:?}",
+                router.name
+            );
         }
     }
     strip_response(resp);

@@ -3,7 +3,8 @@
 //! IBM never published the format; tether's (DESIGN section 3, README) is
 //! `$WSPT: 7329011=clone1a, -184020=clone1a`. White space around entries is ignored. A value
 //! is taken whole or not at all: one malformed entry, more than 8 KiB or more than 1,024
-//! entries and the value is refused.
+//! entries and the value is refused. How many new partitions one response may add, over all
+//! its values, is bounded where they are applied (`router/learn.rs`).
 
 /// Longest `$WSPT` value accepted.
 pub const MAX_WSPT_LEN: usize = 8 * 1024;

@@ -261,3 +261,33 @@ fn random_bytes_never_panic() {
         }
     }
 }
+
+/// A WebSphere cluster of two clones with a table of `max` partitions.
+fn websphere(max: usize) -> ClusterRouter {
+    let mut cfg = four();
+    cfg.session_style = SessionStyle::Websphere;
+    cfg.partition_table_max = max;
+    cfg.servers.truncate(2);
+    cfg.servers[0].clone_id = Some("c1".into());
+    cfg.servers[1].clone_id = Some("c2".into());
+    ClusterRouter::new(&cfg, None)
+}
+
+/// A `$WSPT` flood adds at most the per-response quota, however it is packed: one value
+/// of 1,024 entries, or 400 `$WSPT` headers.
+#[test]
+fn a_wspt_flood_adds_at_most_the_quota_per_response() {
+    use crate::routing::router::learn::MAX_NEW_PER_RESPONSE as QUOTA;
+    let r = websphere(100_000);
+    let t = r.partitions().unwrap();
+    let one_value: String = (0..1_024).map(|i| format!("{i}=c1,")).collect();
+    let l = r.learn_wspt(one_value.as_bytes());
+    assert_eq!((l.changed, l.full, l.refused), (QUOTA, 1_024 - QUOTA, None));
+    assert_eq!(t.len(), QUOTA as usize);
+
+    let headers: Vec<String> = (0..400).map(|i| format!("h{i}=c2")).collect();
+    let l = r.learn_wspt_response(headers.iter().map(|h| h.as_bytes()));
+    assert_eq!((l.changed, l.full), (QUOTA, 400 - QUOTA));
+    assert_eq!(t.len(), 2 * QUOTA as usize);
+    assert_eq!(t.rejected(), (1_024 - QUOTA + 400 - QUOTA) as u64);
+}

@@ -111,3 +111,50 @@ fn websphere_clone_lists() {
         },
     ]);
 }
+
+/// A four-clone WebSphere cluster (c1..c4 on n1..n4) with a table of `max` partitions.
+fn websphere(max: usize) -> ClusterRouter {
+    let mut cfg = four();
+    cfg.session_style = SessionStyle::Websphere;
+    cfg.partition_table_max = max;
+    for (i, s) in cfg.servers.iter_mut().enumerate() {
+        s.clone_id = Some(format!("c{}", i + 1));
+    }
+    ClusterRouter::new(&cfg, None)
+}
+
+/// One `$WSPT` value of 50 junk partitions, all claimed by c4.
+fn junk(n: u32) -> String {
+    (n * 50..n * 50 + 50)
+        .map(|i| format!("junk{i}=c4"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `$WSPT` poisoning (hardening item 10): a server fills the table with partitions no
+/// request uses. A real partition is still learned, routed, and kept through more junk.
+#[test]
+fn junk_partitions_never_lock_out_a_partition_requests_use() {
+    let r = websphere(200);
+    let t = r.partitions().unwrap();
+    for n in 0..4 {
+        r.learn_wspt(junk(n).as_bytes());
+    }
+    assert_eq!(t.len(), 200, "full of junk");
+
+    let l = r.learn_wspt(b"7329011=c2");
+    assert_eq!((l.changed, l.full), (1, 0), "a full table makes room");
+    let session = cookie("JSESSIONID=0000A2MB4IJozU_VM8IffsMNfdR:7329011");
+    let decide = || r.decide(b"/app", &session, &Tried::default(), NOW);
+    assert_eq!(decide(), route(idx(&r, "n2"), Outcome::PartitionHit));
+
+    // Twenty more junk responses turn the table over five times; the partition requests
+    // use stays.
+    for n in 4..24 {
+        r.learn_wspt(junk(n).as_bytes());
+        assert_eq!(decide(), route(idx(&r, "n2"), Outcome::PartitionHit), "{n}");
+    }
+    assert_eq!(t.len(), 200);
+    assert!(t.evicted() >= 1_000);
+    assert_eq!(r.partition_owner(b"7329011"), Some("c2"));
+}
