@@ -46,6 +46,10 @@ pub struct Record {
     pub outcome: Option<Outcome>,
     pub rejected: bool,
     pub attempts: usize,
+    /// The request's HTTP version.
+    pub version: http::Version,
+    /// The client connection's TLS version (`TLSv1.3`), when it is TLS.
+    pub tls: Option<std::borrow::Cow<'static, str>>,
 }
 
 /// What the writer thread is told.
@@ -68,6 +72,9 @@ struct Line<'a> {
     server: Option<&'a str>,
     outcome: &'a str,
     attempts: usize,
+    protocol: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls: Option<&'a str>,
 }
 
 /// The request path's end of the log.
@@ -232,6 +239,13 @@ fn write_line(out: &mut impl Write, r: &Record, mask: bool) -> io::Result<()> {
         server: if r.rejected { None } else { server },
         outcome,
         attempts: r.attempts,
+        protocol: match r.version {
+            http::Version::HTTP_2 => "HTTP/2",
+            http::Version::HTTP_10 => "HTTP/1.0",
+            http::Version::HTTP_09 => "HTTP/0.9",
+            _ => "HTTP/1.1",
+        },
+        tls: r.tls.as_deref(),
     };
     serde_json::to_writer(&mut *out, &line)?;
     out.write_all(b"\n")
@@ -287,6 +301,8 @@ mod tests {
             outcome: Some(Outcome::NewSession),
             rejected: false,
             attempts: 1,
+            version: http::Version::HTTP_11,
+            tls: None,
         };
         write_line(&mut out, &record, true).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
@@ -312,6 +328,8 @@ mod tests {
             outcome: None,
             rejected: false,
             attempts: 1,
+            version: http::Version::HTTP_11,
+            tls: None,
         };
         let path = |mask: bool| {
             let mut out = Vec::new();

@@ -89,7 +89,9 @@ fn control_error(e: ControlError) -> Response<Vec<u8>> {
                 serde_json::json!({ "error": "the new config is invalid; the running config stays", "errors": list }),
             )
         }
-        ControlError::BadWeight | ControlError::NoConfigFile => error(StatusCode::BAD_REQUEST, e),
+        ControlError::BadWeight | ControlError::NoConfigFile | ControlError::Tls(_) => {
+            error(StatusCode::BAD_REQUEST, e)
+        }
     }
 }
 

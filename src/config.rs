@@ -10,7 +10,9 @@ mod error;
 mod locate;
 pub mod model;
 mod operations;
+pub mod pem;
 mod raw;
+mod tls;
 mod validate;
 
 pub use error::{ConfigError, ConfigErrors};

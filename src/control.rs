@@ -25,6 +25,10 @@ pub enum ControlError {
     NoConfigFile,
     #[error("{0}")]
     BadConfig(Box<ConfigErrors>),
+    /// A certificate or key that passed validation did not load when the acceptor was
+    /// built (changed in between): the running TLS setup stays.
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 /// What a successful reload did.
@@ -132,7 +136,8 @@ impl Control {
         let current = self.snapshot.load_full();
         let config = self.config.load();
         let mut next = Snapshot::build(&config, Some(&current));
-        self.bind_listeners(&mut next, &config, &current);
+        next.upstream_tls = current.upstream_tls.clone();
+        self.bind_listeners(&mut next, &config, &current, None);
         self.snapshot.store(Arc::new(next));
         self.save_overrides();
         Ok(before)
@@ -155,6 +160,9 @@ impl Control {
         let path = self.path.as_ref().ok_or(ControlError::NoConfigFile)?;
         let new = config::load(path).map_err(|e| ControlError::BadConfig(Box::new(e)))?;
         let _guard = self.rebuild.lock().unwrap_or_else(|e| e.into_inner());
+        // Certificates are loaded before anything changes: a bad one fails the reload.
+        let acceptors = crate::tls::build_listeners(&new).map_err(ControlError::Tls)?;
+        let upstream = crate::tls::build_clusters(&new).map_err(ControlError::Tls)?;
         let current = self.snapshot.load_full();
         if drop_overrides {
             for r in current.clusters.iter() {
@@ -170,7 +178,8 @@ impl Control {
             log::warn!("reload: {line}");
         }
         let mut next = Snapshot::build(&new, Some(&current));
-        self.bind_listeners(&mut next, &new, &current);
+        next.upstream_tls = upstream.into();
+        self.bind_listeners(&mut next, &new, &current, Some(&acceptors));
         self.snapshot.store(Arc::new(next));
         self.config.store(Arc::new(new));
         if drop_overrides {
@@ -201,7 +210,8 @@ impl Control {
             }
         }
         let mut next = Snapshot::build(&config, Some(&current));
-        self.bind_listeners(&mut next, &config, &current);
+        next.upstream_tls = current.upstream_tls.clone();
+        self.bind_listeners(&mut next, &config, &current, None);
         self.snapshot.store(Arc::new(next));
         self.save_overrides();
         Ok(n)
@@ -214,11 +224,23 @@ impl Control {
     /// still has it, or keeps its cluster and forwarding (without plugins) when it does not. (Taken from the previous reload instead, a
     /// listener removed by one reload would lose its place at the next, and its requests
     /// would index past the end.)
-    fn bind_listeners(&self, next: &mut Snapshot, new: &Config, current: &Snapshot) {
+    ///
+    /// `acceptors` are the new config's TLS acceptors (a reload); without them (a weight
+    /// change) each listener keeps its own. Whether a listener speaks TLS is fixed at
+    /// start; its certificates and settings follow the file.
+    fn bind_listeners(
+        &self,
+        next: &mut Snapshot,
+        new: &Config,
+        current: &Snapshot,
+        acceptors: Option<&[Option<Arc<crate::tls::Acceptor>>]>,
+    ) {
         let mut clusters = Vec::new();
         let mut forwarded = Vec::new();
         let mut chains = Vec::new();
         let mut limits = Vec::new();
+        let mut tls = Vec::new();
+        let mut redirects = Vec::new();
         for (i, l) in self.started.listeners.iter().enumerate() {
             let kept = new.listeners.iter().position(|n| n.name == l.name);
             let now = &current.clusters[current.listeners[i]].name;
@@ -229,6 +251,12 @@ impl Control {
                 Some(j) => {
                     forwarded.push(new.listeners[j].forwarded_headers);
                     limits.push(new.listeners[j].limits);
+                    redirects.push(new.listeners[j].redirect_https);
+                    let fresh = acceptors.and_then(|a| a[j].clone());
+                    tls.push(match (&current.tls[i], fresh) {
+                        (Some(_), Some(a)) => Some(a),
+                        (keep, _) => keep.clone(),
+                    });
                     chains.push(next.listener_chains[j].clone());
                 }
                 // Its plugins were built against the current clusters, whose places may
@@ -236,6 +264,8 @@ impl Control {
                 None => {
                     forwarded.push(current.forwarded[i]);
                     limits.push(current.limits[i]);
+                    redirects.push(current.redirects[i]);
+                    tls.push(current.tls[i].clone());
                     chains.push(Default::default());
                 }
             }
@@ -244,6 +274,14 @@ impl Control {
         next.forwarded = forwarded.into();
         next.listener_chains = chains.into();
         next.limits = limits.into();
+        next.redirects = redirects.into();
+        crate::metrics::certificate_expiry_reset();
+        for (l, t) in self.started.listeners.iter().zip(&tls) {
+            if let Some(t) = t {
+                crate::metrics::certificate_expiry(&l.name, &t.expiry);
+            }
+        }
+        next.tls = tls.into();
         next.refresh_has_plugins();
     }
 
@@ -381,6 +419,15 @@ fn fixed_at_start(old: &Config, new: &Config) -> Vec<String> {
     };
     if addrs(old) != addrs(new) {
         out.push("listeners (names or addresses)".to_string());
+    }
+    let tls_kind = |c: &Config| {
+        c.listeners
+            .iter()
+            .map(|l| (l.name.clone(), l.tls.is_some(), l.h2c))
+            .collect::<Vec<_>>()
+    };
+    if tls_kind(old) != tls_kind(new) {
+        out.push("listeners[].tls or h2c added or removed (certificates do reload)".to_string());
     }
     if old.admin.as_ref().map(|a| a.address) != new.admin.as_ref().map(|a| a.address) {
         out.push("admin.address".to_string());

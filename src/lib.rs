@@ -19,4 +19,5 @@ pub mod routing;
 pub mod service;
 pub mod sim;
 pub mod snapshot;
+pub mod tls;
 pub mod upgrade;

@@ -9,6 +9,7 @@
 //! (`head_read`) in its first phase; a deadline that passes before that drops the request,
 //! which closes the connection. Nothing was sent upstream then, so nothing is cut short.
 
+mod accept;
 mod head_limit;
 
 use head_limit::{HeadBudget, HeadLimited};
@@ -43,21 +44,33 @@ pub struct Listener {
     index: usize,
     name: String,
     open: AtomicUsize,
+    /// Plain HTTP/2 (prior knowledge) is allowed (fixed at start).
+    h2c: bool,
 }
 
 impl Listener {
+    /// The listener `index` of the config; with `h2c`, plain connections that start with
+    /// the HTTP/2 preface are HTTP/2.
     pub fn new(
-        proxy: HttpProxy<TetherProxy>,
+        mut proxy: HttpProxy<TetherProxy>,
         snapshot: SharedSnapshot,
         index: usize,
         name: String,
+        h2c: bool,
     ) -> Self {
+        if h2c {
+            // Pingora's HTTP/2 path checks the preface again (it is only peeked at).
+            let mut options = pingora_core::apps::HttpServerOptions::default();
+            options.h2c = true;
+            proxy.server_options = Some(options);
+        }
         Listener {
             proxy: Arc::new(proxy),
             snapshot,
             index,
             name,
             open: AtomicUsize::new(0),
+            h2c,
         }
     }
 
@@ -112,6 +125,22 @@ impl ServerApp for Listener {
             warn_rate_limited(&self.name, limits.max_connections);
             return None;
         }
+        let tls = self.snapshot.load().tls[self.index].clone();
+        let first = limits.request_head_timeout;
+        let stream =
+            match accept::accept(stream, tls.as_deref(), self.h2c, first, &self.name).await? {
+                // HTTP/2 streams are Pingora's (its h2 settings bound them); the connection
+                // still counts in `max_connections` until it ends.
+                accept::Speaks::Http2(stream) => {
+                    return <HttpProxy<TetherProxy> as ServerApp>::process_new(
+                        &self.proxy,
+                        stream,
+                        shutdown,
+                    )
+                    .await;
+                }
+                accept::Speaks::Http1(stream) => stream,
+            };
         let keepalive = limits.keepalive_timeout.as_secs().max(1);
         let budget = Arc::new(HeadBudget::default());
         let stream: Stream = Box::new(HeadLimited::new(stream, budget.clone()));

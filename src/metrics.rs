@@ -115,6 +115,77 @@ static BUILD_INFO: Lazy<IntGaugeVec> = Lazy::new(|| {
     .expect("register tether_build_info")
 });
 
+static TLS_HANDSHAKES: Lazy<IntCounterVec> = Lazy::new(|| {
+    register_int_counter_vec!(
+        "tether_tls_handshakes_total",
+        "TLS handshakes of client connections, by listener and result (ok, timeout, version, \
+         cipher, client_certificate, plain_http, eof, other).",
+        &["listener", "result"]
+    )
+    .expect("register tether_tls_handshakes_total")
+});
+
+/// Counts a TLS handshake (once per connection, not per request).
+pub fn tls_handshake(listener: &str, result: &str) {
+    TLS_HANDSHAKES.with_label_values(&[listener, result]).inc();
+}
+
+static CERT_EXPIRY: Lazy<IntGaugeVec> = Lazy::new(|| {
+    register_int_gauge_vec!(
+        "tether_tls_certificate_expiry_timestamp_seconds",
+        "When each certificate a listener serves expires (Unix time).",
+        &["listener", "certificate"]
+    )
+    .expect("register tether_tls_certificate_expiry_timestamp_seconds")
+});
+
+/// Sets the expiry of a listener's certificates (at start and each reload).
+pub fn certificate_expiry(listener: &str, certs: &[(String, i64)]) {
+    for (name, at) in certs {
+        CERT_EXPIRY.with_label_values(&[listener, name]).set(*at);
+    }
+}
+
+/// Forgets every certificate's expiry (before a reload sets the new ones).
+pub fn certificate_expiry_reset() {
+    CERT_EXPIRY.reset();
+}
+
+static REQUESTS_BY_VERSION: Lazy<IntCounterVec> = Lazy::new(|| {
+    register_int_counter_vec!(
+        "tether_http_requests_total",
+        "Requests received, by listener and HTTP version (1.0, 1.1, 2).",
+        &["listener", "version"]
+    )
+    .expect("register tether_http_requests_total")
+});
+
+/// A listener's per-version request counters, resolved once (no label look-up per request).
+pub struct VersionCounters {
+    pub http10: IntCounter,
+    pub http11: IntCounter,
+    pub http2: IntCounter,
+}
+
+impl VersionCounters {
+    pub fn new(listener: &str) -> Self {
+        let c = |v: &str| REQUESTS_BY_VERSION.with_label_values(&[listener, v]);
+        VersionCounters {
+            http10: c("1.0"),
+            http11: c("1.1"),
+            http2: c("2"),
+        }
+    }
+
+    pub fn count(&self, version: http::Version) {
+        match version {
+            http::Version::HTTP_2 => self.http2.inc(),
+            http::Version::HTTP_10 | http::Version::HTTP_09 => self.http10.inc(),
+            _ => self.http11.inc(),
+        }
+    }
+}
+
 static CLIENT_CLOSED: Lazy<IntCounterVec> = Lazy::new(|| {
     register_int_counter_vec!(
         "tether_client_closed_total",

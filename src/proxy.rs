@@ -10,6 +10,7 @@ mod forwarded;
 mod plugins;
 mod request_checks;
 mod respond;
+mod secure;
 mod websphere;
 
 pub use ctx::RequestCtx;
@@ -34,6 +35,8 @@ pub struct TetherProxy {
     /// The listener's name, for the metrics of requests cut short.
     name: String,
     access_log: Option<Arc<AccessLog>>,
+    /// Requests by HTTP version, resolved once.
+    versions: crate::metrics::VersionCounters,
 }
 
 impl TetherProxy {
@@ -48,6 +51,7 @@ impl TetherProxy {
             listener,
             name: name.to_string(),
             access_log,
+            versions: crate::metrics::VersionCounters::new(name),
         }
     }
 }
@@ -120,6 +124,12 @@ impl ProxyHttp for TetherProxy {
         websphere::strip_request(session.req_header_mut());
         let snapshot = self.snapshot.load_full();
         let default = snapshot.listeners[self.listener];
+        self.versions.count(session.req_header().version);
+        if let Some(redirect) = snapshot.redirects[self.listener] {
+            ctx.metrics = Some(snapshot.metrics[default].clone());
+            respond::to_https(session, redirect).await?;
+            return Ok(true);
+        }
         if head_size(session) > ctx.limits.max_request_head {
             ctx.metrics = Some(snapshot.metrics[default].clone());
             crate::metrics::client_closed(&self.name, "request_head_too_large");
@@ -151,6 +161,8 @@ impl ProxyHttp for TetherProxy {
         };
         ctx.router = Some(snapshot.clusters[cluster].clone());
         ctx.metrics = Some(snapshot.metrics[cluster].clone());
+        ctx.upstream_tls = snapshot.upstream_tls[cluster].clone();
+        ctx.ssl_headers = snapshot.ssl_headers[cluster].clone();
         let decision = decide(session, ctx);
         ctx.count_decision(decision);
         match decision {
@@ -211,7 +223,19 @@ impl ProxyHttp for TetherProxy {
         ctx.server = Some(server);
         ctx.outcome = Some(outcome);
         ctx.connect_start = Some(std::time::Instant::now());
-        let mut peer = HttpPeer::new(slot.config.address, false, String::new());
+        let mut peer = match &ctx.upstream_tls {
+            None => HttpPeer::new(slot.config.address, false, String::new()),
+            Some(tls) => {
+                let sni = tls.sni.as_deref().or(slot.config.host.as_deref());
+                let mut peer =
+                    HttpPeer::new(slot.config.address, true, sni.unwrap_or("").to_string());
+                peer.options.verify_cert = tls.verify;
+                peer.options.verify_hostname = tls.verify;
+                peer.options.ca = tls.ca.clone();
+                peer.client_cert_key = tls.client_cert.clone();
+                peer
+            }
+        };
         let timeouts = router.timeouts();
         peer.options.connection_timeout = Some(timeouts.connect);
         peer.options.read_timeout = Some(timeouts.read);
@@ -271,8 +295,12 @@ impl ProxyHttp for TetherProxy {
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         let client = session.client_addr().and_then(|a| a.as_inet()).copied();
+        let tls = secure::Secure::of(session);
         if ctx.forwarded {
-            forwarded::set_forwarded(upstream_request, client.map(|a| a.ip()), false);
+            forwarded::set_forwarded(upstream_request, client.map(|a| a.ip()), tls.is_some());
+        }
+        if let Some(names) = &ctx.ssl_headers {
+            secure::set_ssl_headers(upstream_request, names, tls.as_ref());
         }
         if let Some((snapshot, listener, cluster)) = &ctx.plugins {
             snapshot.listener_chains[*listener]
@@ -284,8 +312,16 @@ impl ProxyHttp for TetherProxy {
         }
         if let Some(router) = ctx.router.as_ref().filter(|r| r.is_websphere()) {
             let local = session.server_addr().and_then(|a| a.as_inet()).copied();
-            let tagged =
-                websphere::tag_request(router, upstream_request, ctx.outcome, client, local);
+            let http2 = session.as_downstream().is_http2();
+            let tagged = websphere::tag_request(
+                router,
+                upstream_request,
+                ctx.outcome,
+                client,
+                local,
+                tls.as_ref(),
+                http2,
+            );
             if let (true, Some(m)) = (tagged, &ctx.metrics) {
                 m.wsfo_tagged();
             }
@@ -481,6 +517,8 @@ impl ProxyHttp for TetherProxy {
                 outcome: ctx.outcome,
                 rejected: ctx.rejected.is_some(),
                 attempts: ctx.tried.len(),
+                version: req.version,
+                tls: secure::Secure::of(session).map(|s| s.digest.version.clone()),
             });
         }
     }

@@ -77,7 +77,33 @@ pub fn build_server(
     };
     let mut server = Server::new_with_opt_and_conf(opt, server_conf(&config.server));
     server.bootstrap();
-    let snapshot: SharedSnapshot = Arc::new(ArcSwap::from_pointee(Snapshot::build(&config, None)));
+    // Certificates and keys are loaded again to build the acceptors: a file that changed
+    // since the config was checked fails the start here, with its name.
+    let acceptors = crate::tls::build_listeners(&config)?;
+    let upstream_tls = crate::tls::build_clusters(&config)?;
+    for (l, a) in config.listeners.iter().zip(&acceptors) {
+        if let Some(a) = a {
+            metrics::certificate_expiry(&l.name, &a.expiry);
+        }
+    }
+    for c in config
+        .clusters
+        .iter()
+        .filter(|c| c.tls.as_ref().is_some_and(|t| !t.verify))
+    {
+        log::warn!(
+            "cluster {}: TLS to the servers without verifying their certificates (tls.verify: false)",
+            c.name
+        );
+    }
+    let with_tls = |mut s: Snapshot| {
+        s.tls = acceptors.clone().into();
+        s.upstream_tls = upstream_tls.clone().into();
+        s
+    };
+    let snapshot: SharedSnapshot = Arc::new(ArcSwap::from_pointee(with_tls(Snapshot::build(
+        &config, None,
+    ))));
     if let Some(dir) = &config.state_dir {
         match crate::overrides::load(&snapshot.load(), dir) {
             // Weights shape the balancing schedule: rebuild it with the saved ones.
@@ -87,7 +113,7 @@ pub fn build_server(
                     dir.display()
                 );
                 let current = snapshot.load_full();
-                snapshot.store(Arc::new(Snapshot::build(&config, Some(&current))));
+                snapshot.store(Arc::new(with_tls(Snapshot::build(&config, Some(&current)))));
             }
             Ok(_) => {}
             Err(e) => log::warn!("ignoring saved run-time changes in {}: {e}", dir.display()),
@@ -130,14 +156,30 @@ pub fn build_server(
             &server.configuration,
             TetherProxy::new(snapshot.clone(), i, &listener.name, access_log.clone()),
         );
-        let app = Listener::new(proxy, snapshot.clone(), i, listener.name.clone());
-        let mut service = Service::new(name, app);
-        service.add_listener(
-            ListenerConfig::tcp(listener.address.to_string()).l4_buffer(LISTENER_BUFFERS),
+        let app = Listener::new(
+            proxy,
+            snapshot.clone(),
+            i,
+            listener.name.clone(),
+            listener.h2c && listener.tls.is_none(),
         );
+        let mut service = Service::new(name, app);
+        // TLS reads whole records through Pingora's read buffer; plain HTTP/1 does not
+        // need it (its parser buffers).
+        let buffers = if listener.tls.is_some() {
+            L4BufferSettings::default()
+        } else {
+            LISTENER_BUFFERS
+        };
+        service.add_listener(ListenerConfig::tcp(listener.address.to_string()).l4_buffer(buffers));
+        let what = match (&listener.tls, &listener.redirect_https) {
+            (_, Some(r)) => format!("redirecting to https port {}", r.port),
+            (Some(_), None) => format!("TLS, cluster {}", config.clusters[listener.cluster].name),
+            (None, None) => format!("cluster {}", config.clusters[listener.cluster].name),
+        };
         announce.push(format!(
-            "listener {} listening on {} (cluster {})",
-            listener.name, listener.address, config.clusters[listener.cluster].name
+            "listener {} listening on {} ({what})",
+            listener.name, listener.address
         ));
         server.add_service(service);
     }

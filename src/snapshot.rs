@@ -21,6 +21,15 @@ pub struct Snapshot {
     pub forwarded: Box<[bool]>,
     /// Each listener's limits on what one client may hold or send.
     pub limits: Box<[crate::config::ListenerLimits]>,
+    /// Each listener's TLS acceptor (None: plain), set by whoever builds the snapshot
+    /// (the files are loaded again, which can fail: not here).
+    pub tls: Box<[Option<Arc<crate::tls::Acceptor>>]>,
+    /// Each listener's redirect to https, when it only redirects.
+    pub redirects: Box<[Option<crate::config::Redirect>]>,
+    /// Each cluster's TLS to its servers (None: plain HTTP), set like `tls`.
+    pub upstream_tls: Box<[Option<Arc<crate::tls::UpstreamTls>>]>,
+    /// Each cluster's Tomcat `SSLValve` header names, when set.
+    pub ssl_headers: Box<[Option<Arc<crate::config::SslHeaders>>]>,
     /// Routing plugins of each listener, then of each cluster (empty chains cost nothing).
     pub listener_chains: Box<[Arc<Chain>]>,
     pub cluster_chains: Box<[Arc<Chain>]>,
@@ -93,6 +102,14 @@ impl Snapshot {
                 .map(|l| l.forwarded_headers)
                 .collect(),
             limits: config.listeners.iter().map(|l| l.limits).collect(),
+            tls: config.listeners.iter().map(|_| None).collect(),
+            redirects: config.listeners.iter().map(|l| l.redirect_https).collect(),
+            upstream_tls: config.clusters.iter().map(|_| None).collect(),
+            ssl_headers: config
+                .clusters
+                .iter()
+                .map(|c| c.ssl_headers.clone().map(Arc::new))
+                .collect(),
             listener_chains,
             cluster_chains,
             has_plugins,

@@ -303,6 +303,7 @@ fn the_example_config_parses_to_what_it_documents() {
         redirect: None,
         backup: false,
         state: ServerState::Active,
+        host: None,
     };
     let expected = Config {
         server: ServerSettings {
@@ -329,6 +330,9 @@ fn the_example_config_parses_to_what_it_documents() {
             forwarded_headers: true,
             plugins: vec![],
             limits: ListenerLimits::default(),
+            tls: None,
+            h2c: false,
+            redirect_https: None,
         }],
         clusters: vec![Cluster {
             name: "shop".into(),
@@ -359,6 +363,8 @@ fn the_example_config_parses_to_what_it_documents() {
             }),
             fail_on_status: vec![503],
             plugins: vec![],
+            tls: None,
+            ssl_headers: None,
             servers: vec![
                 server("n1", 8081, 1),
                 Server {

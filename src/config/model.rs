@@ -133,6 +133,81 @@ pub struct Listener {
     pub plugins: Vec<PluginSpec>,
     /// What one client may hold or send (`limits:`).
     pub limits: ListenerLimits,
+    /// TLS termination; plain HTTP when absent.
+    pub tls: Option<ListenerTls>,
+    /// Accept HTTP/2 with prior knowledge (h2c) on a plain listener (default false).
+    pub h2c: bool,
+    /// Answer every request with a redirect to https (then `cluster` is not needed).
+    pub redirect_https: Option<Redirect>,
+}
+
+/// A listener's `tls:` section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListenerTls {
+    /// Certificate chain (leaf first) and key, PEM: served when SNI is missing or unknown.
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// More certificates, chosen by SNI (exact names or `*.example.com`).
+    pub sni: Vec<SniCert>,
+    /// ALPN protocols offered, in order (default `h2`, `http/1.1`).
+    pub alpn: Vec<String>,
+    /// Oldest TLS version accepted (default 1.2).
+    pub min_version: TlsVersion,
+    /// OpenSSL cipher list for TLS 1.2; Mozilla's "intermediate" list when absent.
+    pub ciphers: Option<String>,
+    /// Client certificates (mTLS).
+    pub client_auth: Option<ClientAuth>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SniCert {
+    pub names: Vec<String>,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsVersion {
+    V1_2,
+    V1_3,
+}
+
+/// Client certificates verified against `ca`; `required` refuses a client without one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientAuth {
+    pub ca: PathBuf,
+    pub required: bool,
+}
+
+/// `redirect_https`: every request answered with `status` to `https://host[:port]/path`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Redirect {
+    /// The https port (default 443, left out of the URL).
+    pub port: u16,
+    /// 301, 302, 307 or 308 (default 308: the method and body are kept).
+    pub status: u16,
+}
+
+/// A cluster's TLS to its servers (`clusters[].tls`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterTls {
+    /// CA bundle the servers' certificates are verified with (the system's when absent).
+    pub ca: Option<PathBuf>,
+    /// SNI name, also the name the certificate must carry (the server's host when absent).
+    pub sni: Option<String>,
+    /// Verify the servers' certificates (default true; false is logged at start).
+    pub verify: bool,
+    /// The proxy's own certificate and key, for servers that ask for one.
+    pub client_cert: Option<(PathBuf, PathBuf)>,
+}
+
+/// Tomcat `SSLValve` headers (`clusters[].ssl_headers`): the names the facts go under.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SslHeaders {
+    pub client_cert: String,
+    pub cipher: String,
+    pub session_id: String,
+    pub key_size: String,
 }
 
 /// What one client may hold or send on a listener (`listeners[].limits`), so that a few
@@ -239,6 +314,10 @@ pub struct Cluster {
     pub fail_on_status: Vec<u16>,
     /// Routing plugins run after the listener's, for requests of this cluster.
     pub plugins: Vec<PluginSpec>,
+    /// TLS to the servers; plain HTTP when absent.
+    pub tls: Option<ClusterTls>,
+    /// TLS facts for Tomcat's `SSLValve`, when set.
+    pub ssl_headers: Option<SslHeaders>,
     pub servers: Vec<Server>,
 }
 
@@ -257,4 +336,7 @@ pub struct Server {
     pub redirect: Option<usize>,
     pub backup: bool,
     pub state: ServerState,
+    /// The host name of `address` as written, when it was a name (not an IP): the SNI and
+    /// verified name of TLS to this server unless the cluster's `tls.sni` says otherwise.
+    pub host: Option<String>,
 }

@@ -65,11 +65,73 @@ pub struct RawServerSettings {
 pub struct RawListener {
     pub name: String,
     pub address: String,
-    pub cluster: String,
+    /// Required, unless the listener only redirects to https.
+    pub cluster: Option<String>,
     pub forwarded_headers: Option<bool>,
     #[serde(default)]
     pub plugins: Vec<Value>,
     pub limits: Option<RawLimits>,
+    pub tls: Option<RawListenerTls>,
+    pub h2c: Option<bool>,
+    pub redirect_https: Option<RawRedirect>,
+}
+
+/// `listeners[].tls`.
+#[derive(Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawListenerTls {
+    pub cert: String,
+    pub key: String,
+    #[serde(default)]
+    pub sni: Vec<RawSni>,
+    pub alpn: Option<Vec<String>>,
+    pub min_version: Option<String>,
+    pub ciphers: Option<String>,
+    pub client_auth: Option<RawClientAuth>,
+}
+
+#[derive(Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawSni {
+    pub names: Vec<String>,
+    pub cert: String,
+    pub key: String,
+}
+
+#[derive(Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawClientAuth {
+    pub ca: String,
+    pub mode: Option<String>,
+}
+
+/// `listeners[].redirect_https`.
+#[derive(Deserialize, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawRedirect {
+    pub port: Option<u16>,
+    pub status: Option<u16>,
+}
+
+/// `clusters[].tls`.
+#[derive(Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawClusterTls {
+    pub ca: Option<String>,
+    pub sni: Option<String>,
+    pub verify: Option<bool>,
+    pub client_cert: Option<String>,
+    pub client_key: Option<String>,
+}
+
+/// `clusters[].ssl_headers`: Tomcat `SSLValve` header names.
+#[derive(Deserialize, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawSslHeaders {
+    pub client_cert: Option<String>,
+    pub cipher: Option<String>,
+    pub session_id: Option<String>,
+    pub key_size: Option<String>,
 }
 
 /// `listeners[].limits`.
@@ -114,6 +176,8 @@ pub struct RawCluster {
     #[serde(default)]
     pub plugins: Vec<Value>,
     pub fail_on_status: Option<Vec<u16>>,
+    pub tls: Option<RawClusterTls>,
+    pub ssl_headers: Option<RawSslHeaders>,
 }
 
 /// The admin API listener (`admin:`).

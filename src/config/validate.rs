@@ -164,13 +164,31 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
                 SocketAddr::from(([0, 0, 0, 0], 0))
             }
         };
-        let cluster = clusters.iter().position(|c| c.name == l.cluster);
-        if cluster.is_none() && clusters_complete {
-            check.err(
-                format!("{path}.cluster"),
-                unknown_cluster(&l.cluster, &clusters),
-            );
-        }
+        let redirect_https = l
+            .redirect_https
+            .as_ref()
+            .map(|r| super::tls::redirect(r, &path, &mut check));
+        let cluster = match &l.cluster {
+            Some(name) => {
+                let found = clusters.iter().position(|c| &c.name == name);
+                if found.is_none() && clusters_complete {
+                    check.err(format!("{path}.cluster"), unknown_cluster(name, &clusters));
+                }
+                found
+            }
+            None if redirect_https.is_some() => Some(0),
+            None => {
+                check.err(
+                    format!("{path}.cluster"),
+                    "required (unless the listener only redirects: redirect_https)",
+                );
+                None
+            }
+        };
+        let tls = l
+            .tls
+            .as_ref()
+            .map(|t| super::tls::listener_tls(t, &path, &mut check));
         listeners.push(Listener {
             name: l.name.clone(),
             address,
@@ -178,6 +196,9 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             forwarded_headers: l.forwarded_headers.unwrap_or(true),
             plugins: Vec::new(),
             limits: limits(l.limits.clone().unwrap_or_default(), &path, &mut check),
+            h2c: l.h2c.unwrap_or(false),
+            tls,
+            redirect_https,
         });
         listener_plugins.push((path, l.plugins.clone()));
     }
@@ -441,6 +462,26 @@ fn cluster(
         MS..=HOUR,
     );
     let servers = servers(raw_servers, session_style, path, check);
+    if let Some(t) = c
+        .tls
+        .as_ref()
+        .filter(|t| t.verify != Some(false) && t.sni.is_none())
+    {
+        let _ = t;
+        if let Some(s) = servers
+            .iter()
+            .find(|s| s.host.is_none() && s.address.port() != 0)
+        {
+            check.err(
+                format!("{path}.tls.sni"),
+                format!(
+                    "server `{}` is addressed by IP: give the name its certificate carries \
+                     (tls.sni), or tls.verify: false",
+                    s.name
+                ),
+            );
+        }
+    }
     Cluster {
         name: c.name,
         session_style,
@@ -463,6 +504,14 @@ fn cluster(
             .map(|h| operations::health_check(h, &format!("{path}.health_check"), check)),
         fail_on_status: operations::fail_on_status(c.fail_on_status, path, check),
         plugins: Vec::new(),
+        tls: c
+            .tls
+            .as_ref()
+            .map(|t| super::tls::cluster_tls(t, path, check)),
+        ssl_headers: c
+            .ssl_headers
+            .as_ref()
+            .map(|h| super::tls::ssl_headers(h, path, check)),
         servers,
     }
 }
@@ -569,6 +618,7 @@ fn servers(
             redirect: None,
             backup: s.backup.unwrap_or(false),
             state: s.state.unwrap_or(ServerState::Active),
+            host: host_name(&s.address),
         });
     }
     for (i, (redirect, p)) in redirects.into_iter().enumerate() {
@@ -581,6 +631,15 @@ fn servers(
         }
     }
     out
+}
+
+/// The host of `host:port` when it is a name rather than an IP address.
+fn host_name(address: &str) -> Option<String> {
+    if address.parse::<SocketAddr>().is_ok() {
+        return None;
+    }
+    let (host, _) = address.rsplit_once(':')?;
+    (host.parse::<std::net::IpAddr>().is_err() && !host.is_empty()).then(|| host.to_string())
 }
 
 /// Parses `host:port`, resolving a host name once, at load time.

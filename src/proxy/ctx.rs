@@ -39,6 +39,10 @@ pub struct RequestCtx {
     pub limits: crate::config::ListenerLimits,
     /// Informational (1xx) responses relayed so far.
     pub informational: u8,
+    /// The cluster's TLS to its servers, when it has one.
+    pub upstream_tls: Option<Arc<crate::tls::UpstreamTls>>,
+    /// The cluster's Tomcat `SSLValve` header names, when set.
+    pub ssl_headers: Option<Arc<crate::config::SslHeaders>>,
 }
 
 impl Default for RequestCtx {
@@ -76,6 +80,8 @@ impl RequestCtx {
             forwarded: true,
             limits: crate::config::ListenerLimits::default(),
             informational: 0,
+            upstream_tls: None,
+            ssl_headers: None,
         }
     }
 

@@ -35,6 +35,47 @@ pub async fn plain(
     session.write_response_body(Some(body), true).await
 }
 
+/// Answers with a redirect to the same host and path over https (`redirect_https`).
+pub async fn to_https(session: &mut Session, redirect: crate::config::Redirect) -> Result<()> {
+    let req = session.req_header();
+    let host = req
+        .headers
+        .get(http::header::HOST)
+        .map(|h| h.as_bytes())
+        .unwrap_or_default();
+    let host = match host.iter().rposition(|&b| b == b':') {
+        Some(colon) if !host.ends_with(b"]") => &host[..colon],
+        _ => host,
+    };
+    // Only a plain host name or address goes into the Location.
+    let valid = !host.is_empty()
+        && host
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-.[]:".contains(b));
+    if !valid {
+        return plain(
+            session,
+            400,
+            "400 Bad Request: no usable Host\n",
+            Conn::Close,
+        )
+        .await;
+    }
+    let mut location = String::with_capacity(host.len() + 64);
+    location.push_str("https://");
+    location.push_str(std::str::from_utf8(host).unwrap_or_default());
+    if redirect.port != 443 {
+        location.push(':');
+        location.push_str(&redirect.port.to_string());
+    }
+    location.push_str(req.uri.path_and_query().map_or("/", |p| p.as_str()));
+    let mut resp = ResponseHeader::build(redirect.status, Some(3))?;
+    resp.insert_header(http::header::LOCATION, location)?;
+    resp.insert_header(http::header::CONTENT_LENGTH, 0)?;
+    resp.insert_header(http::header::CACHE_CONTROL, "no-store")?;
+    session.write_response_header(Box::new(resp), true).await
+}
+
 /// The body tether sends with an error status it generates.
 pub fn error_body(status: u16) -> &'static str {
     match status {

@@ -17,6 +17,9 @@ const WSSC: &str = "$WSSC";
 const WSSN: &str = "$WSSN";
 const WSSP: &str = "$WSSP";
 const WSIS: &str = "$WSIS";
+const WSPR: &str = "$WSPR";
+const WSCS: &str = "$WSCS";
+const WSCC: &str = "$WSCC";
 
 /// Header names are stored lower-case, so one prefix test covers `$WSFO`, `$wsfo`, ...
 fn is_private(name: &HeaderName) -> bool {
@@ -50,6 +53,8 @@ pub fn tag_request(
     outcome: Option<Outcome>,
     client: Option<SocketAddr>,
     local: Option<SocketAddr>,
+    tls: Option<&super::secure::Secure>,
+    http2: bool,
 ) -> bool {
     let tagged = needs_failover_tag(outcome);
     if tagged {
@@ -70,8 +75,28 @@ pub fn tag_request(
             let _ = req.insert_header(WSRH, ip);
         }
     }
-    let _ = req.insert_header(WSSC, HeaderValue::from_static("http"));
-    let _ = req.insert_header(WSIS, HeaderValue::from_static("false"));
+    // What `request.isSecure()`, `getScheme()` and `getProtocol()` return in the application.
+    let (scheme, secure) = if tls.is_some() {
+        ("https", "true")
+    } else {
+        ("http", "false")
+    };
+    let _ = req.insert_header(WSSC, HeaderValue::from_static(scheme));
+    let _ = req.insert_header(WSIS, HeaderValue::from_static(secure));
+    let protocol = if http2 { "HTTP/2.0" } else { "HTTP/1.1" };
+    let _ = req.insert_header(WSPR, HeaderValue::from_static(protocol));
+    if let Some(tls) = tls {
+        if let Ok(cipher) = HeaderValue::from_str(tls.cipher()) {
+            let _ = req.insert_header(WSCS, cipher);
+        }
+        // Client-certificate authentication in the application reads this.
+        if let Some(cert) = tls
+            .client_cert_base64()
+            .and_then(|c| HeaderValue::from_str(&c).ok())
+        {
+            let _ = req.insert_header(WSCC, cert);
+        }
+    }
     let host = req.headers.get(HOST).map(|h| h.as_bytes());
     let server_name = host.map(|h| host_without_port(h).to_vec());
     if let Some(name) = server_name.and_then(|n| HeaderValue::from_bytes(&n).ok()) {

@@ -50,6 +50,7 @@ fn server(i: usize, name: &str) -> Server {
         redirect: None,
         backup: false,
         state: ServerState::Active,
+        host: None,
     }
 }
 
@@ -75,6 +76,8 @@ fn cluster(names: &[&str]) -> Cluster {
         health_check: None,
         fail_on_status: vec![],
         plugins: vec![],
+        tls: None,
+        ssl_headers: None,
         servers: names
             .iter()
             .enumerate()

@@ -1,0 +1,83 @@
+//! What the servers are told about the client's connection when it is TLS: the facts come
+//! from the connection's digest (version, cipher) and what the handshake recorded (SNI,
+//! client certificate, session id, cipher strength). WebSphere's `$WS*` headers are set in
+//! `websphere`; Tomcat's `SSLValve` headers here.
+
+use crate::config::SslHeaders;
+use crate::tls::ConnTls;
+use base64::Engine;
+use pingora_core::protocols::tls::SslDigest;
+use pingora_http::RequestHeader;
+use pingora_proxy::Session;
+use std::sync::Arc;
+
+/// The client connection's TLS, when it is TLS.
+pub struct Secure {
+    pub digest: Arc<SslDigest>,
+}
+
+impl Secure {
+    /// From the downstream session (HTTP/1.1 or an HTTP/2 stream).
+    pub fn of(session: &Session) -> Option<Secure> {
+        let digest = session.as_downstream().digest()?.ssl_digest.clone()?;
+        Some(Secure { digest })
+    }
+
+    pub fn cipher(&self) -> &str {
+        &self.digest.cipher
+    }
+
+    pub fn conn(&self) -> Option<&ConnTls> {
+        self.digest.extension.get::<ConnTls>()
+    }
+
+    /// The client certificate, base64 DER (`$WSCC`).
+    pub fn client_cert_base64(&self) -> Option<String> {
+        let der = self.conn()?.client_cert_der.as_ref()?;
+        Some(base64::engine::general_purpose::STANDARD.encode(der))
+    }
+
+    /// The client certificate as PEM on one line (what Apache's `%{SSL_CLIENT_CERT}s`
+    /// sends and Tomcat's `SSLValve` reads: newlines as spaces).
+    pub fn client_cert_pem_line(&self) -> Option<String> {
+        let b64 = self.client_cert_base64()?;
+        let mut out = String::from("-----BEGIN CERTIFICATE----- ");
+        for chunk in b64.as_bytes().chunks(64) {
+            out.push_str(std::str::from_utf8(chunk).unwrap_or_default());
+            out.push(' ');
+        }
+        out.push_str("-----END CERTIFICATE-----");
+        Some(out)
+    }
+}
+
+/// Sets (or removes, so a client cannot send them) Tomcat's `SSLValve` headers.
+pub fn set_ssl_headers(req: &mut RequestHeader, names: &SslHeaders, tls: Option<&Secure>) {
+    for name in [
+        &names.client_cert,
+        &names.cipher,
+        &names.session_id,
+        &names.key_size,
+    ] {
+        req.remove_header(name.as_str());
+    }
+    let Some(tls) = tls else { return };
+    let set = |req: &mut RequestHeader, name: &String, value: Option<String>| {
+        if let Some(v) = value {
+            let _ = req.insert_header(name.clone(), v);
+        }
+    };
+    set(req, &names.cipher, Some(tls.cipher().to_string()));
+    set(req, &names.client_cert, tls.client_cert_pem_line());
+    let conn = tls.conn();
+    set(
+        req,
+        &names.session_id,
+        conn.and_then(|c| c.session_id.clone()),
+    );
+    set(
+        req,
+        &names.key_size,
+        conn.and_then(|c| c.cipher_bits).map(|b| b.to_string()),
+    );
+}

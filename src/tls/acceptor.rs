@@ -1,0 +1,149 @@
+//! A listener's TLS acceptor from its `tls:` section: the default certificate and more by
+//! SNI, ALPN, the minimum version, ciphers and client certificates.
+
+use crate::config::pem::{load_cert_key, load_certs, CertKey};
+use crate::config::{ClientAuth, ListenerTls, TlsVersion};
+use openssl::ssl::{
+    AlpnError, NameType, SniError, SslAcceptor, SslAcceptorBuilder, SslContext, SslMethod,
+    SslVerifyMode, SslVersion,
+};
+use openssl::x509::X509Name;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A built acceptor and what the metrics say of its certificates.
+pub struct Acceptor {
+    pub acceptor: SslAcceptor,
+    /// (certificate's name in the config, expiry in Unix seconds), default first.
+    pub expiry: Vec<(String, i64)>,
+}
+
+/// The first of our protocols (in our order) the client offers, as the client's bytes.
+fn select<'a>(ours: &[String], client: &'a [u8]) -> Option<&'a [u8]> {
+    ours.iter().find_map(|p| {
+        let mut rest = client;
+        while let Some((&len, tail)) = rest.split_first() {
+            let (proto, next) = tail.split_at_checked(len as usize)?;
+            if proto == p.as_bytes() {
+                return Some(proto);
+            }
+            rest = next;
+        }
+        None
+    })
+}
+
+/// Everything but the certificate, the same for the default and every SNI context.
+fn base(tls: &ListenerTls) -> Result<SslAcceptorBuilder, String> {
+    let err = |what: &str, e: openssl::error::ErrorStack| format!("{what}: {e}");
+    // Mozilla's "intermediate" profile: TLS 1.2 and 1.3, forward-secret AEAD ciphers.
+    let mut b =
+        SslAcceptor::mozilla_intermediate_v5(SslMethod::tls()).map_err(|e| err("TLS setup", e))?;
+    let min = match tls.min_version {
+        TlsVersion::V1_2 => SslVersion::TLS1_2,
+        TlsVersion::V1_3 => SslVersion::TLS1_3,
+    };
+    b.set_min_proto_version(Some(min))
+        .map_err(|e| err("min_version", e))?;
+    if let Some(ciphers) = &tls.ciphers {
+        b.set_cipher_list(ciphers).map_err(|e| err("ciphers", e))?;
+    }
+    // Needed for session resumption with client certificates; harmless without.
+    b.set_session_id_context(b"tether")
+        .map_err(|e| err("TLS setup", e))?;
+    if !tls.alpn.is_empty() {
+        let ours = tls.alpn.clone();
+        b.set_alpn_select_callback(move |_, client| select(&ours, client).ok_or(AlpnError::NOACK));
+    }
+    if let Some(ClientAuth { ca, required }) = &tls.client_auth {
+        let shown = ca.display();
+        b.set_ca_file(ca)
+            .map_err(|e| format!("client_auth.ca `{shown}`: {e}"))?;
+        let names = X509Name::load_client_ca_file(ca)
+            .map_err(|e| format!("client_auth.ca `{shown}`: {e}"))?;
+        b.set_client_ca_list(names);
+        let mut mode = SslVerifyMode::PEER;
+        if *required {
+            mode |= SslVerifyMode::FAIL_IF_NO_PEER_CERT;
+        }
+        b.set_verify(mode);
+    }
+    Ok(b)
+}
+
+fn use_cert(b: &mut SslAcceptorBuilder, ck: &CertKey) -> Result<(), String> {
+    let err = |e: openssl::error::ErrorStack| format!("certificate: {e}");
+    b.set_certificate(ck.leaf()).map_err(err)?;
+    for extra in &ck.chain[1..] {
+        b.add_extra_chain_cert(extra.clone()).map_err(err)?;
+    }
+    b.set_private_key(&ck.key).map_err(err)?;
+    b.check_private_key().map_err(err)
+}
+
+/// The context for `name`: exact, then `*.rest` for `first.rest`.
+fn find<'a>(by_name: &'a HashMap<String, SslContext>, name: &str) -> Option<&'a SslContext> {
+    let name = name.to_ascii_lowercase();
+    by_name.get(&name).or_else(|| {
+        let (_, rest) = name.split_once('.')?;
+        by_name.get(&format!("*.{rest}"))
+    })
+}
+
+/// Builds the acceptor of `tls` (loading every file again: the config only checked them).
+pub fn build_acceptor(tls: &ListenerTls) -> Result<Acceptor, String> {
+    let default = load_cert_key(&tls.cert, &tls.key)?;
+    let mut expiry = vec![("default".to_string(), default.not_after_unix())];
+    let mut by_name: HashMap<String, SslContext> = HashMap::new();
+    for sni in &tls.sni {
+        let ck = load_cert_key(&sni.cert, &sni.key)?;
+        let mut b = base(tls)?;
+        use_cert(&mut b, &ck)?;
+        let ctx = b.build().into_context();
+        expiry.push((sni.names.join(","), ck.not_after_unix()));
+        for n in &sni.names {
+            by_name.insert(n.to_ascii_lowercase(), ctx.clone());
+        }
+    }
+    let mut b = base(tls)?;
+    use_cert(&mut b, &default)?;
+    if !by_name.is_empty() {
+        let by_name = Arc::new(by_name);
+        b.set_servername_callback(move |ssl, _alert| {
+            if let Some(ctx) = ssl
+                .servername(NameType::HOST_NAME)
+                .and_then(|n| find(&by_name, n))
+            {
+                ssl.set_ssl_context(ctx)
+                    .map_err(|_| SniError::ALERT_FATAL)?;
+            }
+            Ok(())
+        });
+    }
+    // A CA bundle for client certificates is checked here too, with its own message.
+    if let Some(auth) = &tls.client_auth {
+        load_certs(&auth.ca, "CA bundle")?;
+    }
+    Ok(Acceptor {
+        acceptor: b.build(),
+        expiry,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alpn_prefers_our_order() {
+        let ours = ["h2".to_string(), "http/1.1".to_string()];
+        assert_eq!(select(&ours, b"\x08http/1.1\x02h2"), Some(&b"h2"[..]));
+        assert_eq!(select(&ours, b"\x08http/1.1"), Some(&b"http/1.1"[..]));
+        assert_eq!(select(&ours[1..], b"\x02h2"), None);
+        assert_eq!(
+            select(&ours, b"\x09http/1.1"),
+            None,
+            "a length past the end"
+        );
+    }
+}
