@@ -36,7 +36,7 @@ pub fn load_certs(path: &Path, what: &str) -> Result<Vec<X509>, String> {
     let certs = X509::stack_from_pem(&pem)
         .map_err(|e| format!("`{}` is not a PEM {what}: {e}", path.display()))?;
     if certs.is_empty() {
-        return Err(format!("`{}` holds no certificate", path.display()));
+        return Err(format!("`{}` holds no PEM certificate", path.display()));
     }
     Ok(certs)
 }

@@ -14,11 +14,15 @@ const ALPN: &[&str] = &["h2", "http/1.1"];
 
 /// Checks a cert/key pair, reporting at `{path}.cert` (or `.key` when only the key is bad).
 fn pair(check: &mut Check, path: &str, cert: &str, key: &str) {
+    if let Err(e) = load_certs(cert.as_ref(), "certificate") {
+        return check.err(format!("{path}.cert"), e);
+    }
     if let Err(e) = load_cert_key(cert.as_ref(), key.as_ref()) {
-        let field = if e.contains("private key") || e.contains(&format!("`{key}`")) {
-            "key"
-        } else {
+        // The certificate loads: a date problem is its own, anything else is the key's.
+        let field = if e.contains("expired") || e.contains("not valid before") {
             "cert"
+        } else {
+            "key"
         };
         check.err(format!("{path}.{field}"), e);
     }

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod lookup;
+pub mod pki;
 pub mod prometheus;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
