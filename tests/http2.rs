@@ -44,7 +44,12 @@ async fn one_http2_connection_carries_many_sessions_each_to_its_server() {
             .expect("answered")
             .unwrap();
         assert_eq!(response.status(), 200);
-        let server = response.headers().get("x-server").unwrap().to_str().unwrap();
+        let server = response
+            .headers()
+            .get("x-server")
+            .unwrap()
+            .to_str()
+            .unwrap();
         assert_eq!(server, route, "each stream to its own session's server");
     }
     for s in &sims {

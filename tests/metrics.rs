@@ -247,13 +247,38 @@ async fn prometheus_scrapes_tether_and_every_dashboard_query_returns_data() {
             s.clone_id()
         ));
     }
+    // A second listener with TLS, for the TLS panels.
+    let dir = scratch_dir("prometheus");
+    let pki = common::pki::Pki::new(&dir.join("pki"));
+    let tls_port = common::free_port();
     let t = Tether::start_with(Opts {
         cluster,
         metrics: true,
         admin: true,
+        extra_listeners: format!(
+            "  - name: tls\n    address: \"127.0.0.1:{tls_port}\"\n    cluster: shop\n    tls: {{ cert: {}, key: {} }}\n",
+            pki.path("a.crt"),
+            pki.path("a.key")
+        ),
         ..Opts::default()
     });
-    let dir = scratch_dir("prometheus");
+    for http in ["--http1.1", "--http2"] {
+        let out = std::process::Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "--retry",
+                "5",
+                "--retry-connrefused",
+            ])
+            .args(["--cacert", &pki.path("ca.pem"), http])
+            .args(["--resolve", &format!("a.test:{tls_port}:127.0.0.1")])
+            .arg(format!("https://a.test:{tls_port}/"))
+            .status()
+            .unwrap();
+        assert!(out.success(), "curl over TLS {http}");
+    }
     let prom = Prometheus::start(&dir, t.metrics.unwrap());
 
     // Traffic that exercises every panel: new sessions, sticky requests, a failover with

@@ -76,6 +76,8 @@ pub struct Opts {
     pub listener_plugins: String,
     /// More YAML fields of the listener (indented 4), e.g. `limits:`.
     pub listener_extra: String,
+    /// More listeners (YAML list items, indented 2), after `web`.
+    pub extra_listeners: String,
 }
 
 impl Tether {
@@ -121,11 +123,12 @@ impl Tether {
             let yaml = format!(
                 "server:\n  threads: 2\n  grace_period_seconds: 0\n  graceful_shutdown_timeout_seconds: 1\n  \
                  pid_file: {d}/tether.pid\n  upgrade_sock: {d}/upgrade.sock\n{top}\
-                 listeners:\n  - name: web\n    address: \"{addr}\"\n    cluster: shop\n{extra}{plugins}\
+                 listeners:\n  - name: web\n    address: \"{addr}\"\n    cluster: shop\n{extra}{plugins}{more}\
                  clusters:\n  - name: shop\n{cluster}",
                 d = dir.display(),
                 top = top,
                 extra = opts.listener_extra,
+                more = opts.extra_listeners,
                 plugins = if opts.listener_plugins.is_empty() {
                     String::new()
                 } else {
