@@ -16,11 +16,20 @@ use pingora_core::services::background::BackgroundService;
 use pingora_load_balancing::health_check::{HealthCheck as Probe, HttpHealthCheck, TcpHealthCheck};
 use pingora_load_balancing::Backend;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How often the service looks for due checks.
 const TICK: Duration = Duration::from_millis(100);
+
+/// A server's check, kept between ticks: each one holds a connector, whose TLS context
+/// (with the openssl backend) is costly to build: built on every check, it ate into the
+/// check's own connect timeout.
+type Kept = (
+    HealthCheck,
+    std::net::SocketAddr,
+    Arc<dyn Probe + Send + Sync>,
+);
 
 /// Consecutive results of one server's checks.
 #[derive(Default)]
@@ -28,6 +37,21 @@ struct Streak {
     next_due: Option<Instant>,
     passes: u32,
     failures: u32,
+    probe: Option<Kept>,
+}
+
+impl Streak {
+    /// The check for `server` with settings `hc`, built again only when they changed.
+    fn probe(&mut self, hc: &HealthCheck, server: &ServerSlot) -> Arc<dyn Probe + Send + Sync> {
+        match &self.probe {
+            Some((h, a, p)) if h == hc && *a == server.config.address => p.clone(),
+            _ => {
+                let p: Arc<dyn Probe + Send + Sync> = Arc::from(probe(hc, server));
+                self.probe = Some((hc.clone(), server.config.address, p.clone()));
+                p
+            }
+        }
+    }
 }
 
 pub struct HealthChecker {
@@ -76,13 +100,16 @@ fn probe(hc: &HealthCheck, server: &ServerSlot) -> Box<dyn Probe + Send + Sync> 
 }
 
 /// Runs one check within the timeout; `Err` carries a short reason for the log.
-async fn run_check(hc: &HealthCheck, server: &ServerSlot) -> Result<(), String> {
+async fn run_check(
+    hc: &HealthCheck,
+    server: &ServerSlot,
+    check: Arc<dyn Probe + Send + Sync>,
+) -> Result<(), String> {
     let backend = Backend {
         addr: pingora_core::protocols::l4::socket::SocketAddr::Inet(server.config.address),
         weight: 1,
         ext: Default::default(),
     };
-    let check = probe(hc, server);
     match tokio::time::timeout(hc.timeout, check.check(&backend)).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),
@@ -115,7 +142,7 @@ impl HealthChecker {
                     let streak = streaks.entry(key.clone()).or_default();
                     if streak.next_due.is_none_or(|t| t <= now) {
                         streak.next_due = Some(now + hc.interval);
-                        due.push((router.clone(), i));
+                        due.push((router.clone(), i, streak.probe(hc, slot)));
                     }
                     alive.insert(key);
                 }
@@ -123,13 +150,13 @@ impl HealthChecker {
             // Servers removed by a reload are forgotten.
             streaks.retain(|k, _| alive.contains(k));
         }
-        let results = futures::future::join_all(due.iter().map(|(router, i)| {
+        let results = futures::future::join_all(due.iter().map(|(router, i, check)| {
             let hc = router.health_check().expect("filtered above");
-            run_check(hc, &router.servers()[*i])
+            run_check(hc, &router.servers()[*i], check.clone())
         }))
         .await;
         let mut streaks = self.streaks.lock().unwrap_or_else(|e| e.into_inner());
-        for ((router, i), result) in due.iter().zip(results) {
+        for ((router, i, _), result) in due.iter().zip(results) {
             let hc = router.health_check().expect("filtered above");
             let slot = &router.servers()[*i];
             let key = (router.name.clone(), slot.config.name.clone());

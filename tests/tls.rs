@@ -252,10 +252,16 @@ struct TlsServer {
 
 impl TlsServer {
     fn start(pki: &Pki) -> TlsServer {
+        TlsServer::start_with(pki, &[])
+    }
+
+    /// With `extra` arguments to `openssl s_server` (e.g. to require a client certificate).
+    fn start_with(pki: &Pki, extra: &[&str]) -> TlsServer {
         let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let child = Command::new("openssl")
             .args(["s_server", "-quiet", "-www", "-accept", &addr.to_string()])
             .args(["-cert", &pki.path("a.crt"), "-key", &pki.path("a.key")])
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -321,6 +327,29 @@ async fn https_servers_are_verified() {
     let r = t.client().get("/", &[]).await.unwrap();
     assert_eq!(r.status, 200);
     assert!(t.log().contains("without verifying"), "{}", t.log());
+
+    // A server that requires a client certificate: tether presents its own.
+    let strict = TlsServer::start_with(&pki, &["-Verify", "1", "-CAfile", &pki.path("ca.pem")]);
+    let cluster = |tls: String| {
+        format!(
+            "    max_attempts: 1\n    tls: {tls}\n    servers:\n      - {{ name: s1, address: \"{}\" }}\n",
+            strict.addr
+        )
+    };
+    let base = format!("ca: {}, sni: a.test", pki.path("ca.pem"));
+    let t = start(cluster(format!(
+        "{{ {base}, client_cert: {}, client_key: {} }}",
+        pki.path("client.crt"),
+        pki.path("client.key")
+    )));
+    assert_eq!(t.client().get("/", &[]).await.unwrap().status, 200);
+    drop(t);
+    let t = start(cluster(format!("{{ {base} }}")));
+    assert_eq!(
+        t.client().get("/", &[]).await.unwrap().status,
+        502,
+        "no client certificate: the server refuses"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
