@@ -50,6 +50,8 @@ pub struct Record {
     pub version: http::Version,
     /// The client connection's TLS version (`TLSv1.3`), when it is TLS.
     pub tls: Option<std::borrow::Cow<'static, str>>,
+    /// The host/path route the request matched, when routes are configured.
+    pub route: Option<Arc<str>>,
 }
 
 /// What the writer thread is told.
@@ -75,6 +77,8 @@ struct Line<'a> {
     protocol: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     tls: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    route: Option<&'a str>,
 }
 
 /// The request path's end of the log.
@@ -246,6 +250,7 @@ fn write_line(out: &mut impl Write, r: &Record, mask: bool) -> io::Result<()> {
             _ => "HTTP/1.1",
         },
         tls: r.tls.as_deref(),
+        route: r.route.as_deref(),
     };
     serde_json::to_writer(&mut *out, &line)?;
     out.write_all(b"\n")
@@ -303,6 +308,7 @@ mod tests {
             attempts: 1,
             version: http::Version::HTTP_11,
             tls: None,
+            route: None,
         };
         write_line(&mut out, &record, true).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
@@ -330,6 +336,7 @@ mod tests {
             attempts: 1,
             version: http::Version::HTTP_11,
             tls: None,
+            route: None,
         };
         let path = |mask: bool| {
             let mut out = Vec::new();

@@ -40,16 +40,8 @@ impl AdminApp {
 /// Logs a refused call, at most once a second with the number refused since (a client
 /// guessing tokens must not flood the log).
 fn refused(peer: &str) {
-    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-    static LAST: AtomicU64 = AtomicU64::new(0);
-    static SINCE: AtomicU64 = AtomicU64::new(0);
-    let n = SINCE.fetch_add(1, Relaxed) + 1;
-    let now = crate::routing::now_ms();
-    let last = LAST.load(Relaxed);
-    if now.saturating_sub(last) >= 1_000
-        && LAST.compare_exchange(last, now, Relaxed, Relaxed).is_ok()
-    {
-        SINCE.store(0, Relaxed);
+    static EVERY: crate::logging::Every = crate::logging::Every::new(1000);
+    if let Some(n) = EVERY.due(crate::routing::now_ms()) {
         warn!("admin: refused a call from {peer}: missing or wrong token ({n} refused since the last such line)");
     }
 }

@@ -12,6 +12,7 @@ pub mod model;
 mod operations;
 pub mod pem;
 mod raw;
+mod routes;
 mod tls;
 mod validate;
 
@@ -20,6 +21,18 @@ pub use model::*;
 pub use tether_plugins::parse_duration;
 
 use std::path::Path;
+
+/// The config's warnings as lines `FILE:LINE:COL: warning: PATH: MESSAGE`.
+pub fn warning_lines(config: &Config, file: &str) -> Vec<String> {
+    config
+        .warnings
+        .iter()
+        .map(|w| match w.position {
+            Some((l, c)) => format!("{file}:{l}:{c}: warning: {}: {}", w.path, w.message),
+            None => format!("{file}: warning: {}: {}", w.path, w.message),
+        })
+        .collect()
+}
 
 /// Reads, parses and validates a config file.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
@@ -48,8 +61,11 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
     let positions = locate::Positions::index(text);
     let mut errors = Vec::new();
     let raw = raw::RawConfig::from_tree(tree, &mut errors);
-    let config = validate::validate(raw, &mut errors);
+    let mut config = validate::validate(raw, &mut errors);
     if errors.is_empty() {
+        for w in &mut config.warnings {
+            w.position = positions.find(&w.path);
+        }
         Ok(config)
     } else {
         for err in &mut errors {

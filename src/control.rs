@@ -177,6 +177,9 @@ impl Control {
         for line in &report.overridden {
             log::warn!("reload: {line}");
         }
+        for line in config::warning_lines(&new, &path.display().to_string()) {
+            log::warn!("reload: {line}");
+        }
         let mut next = Snapshot::build(&new, Some(&current));
         next.upstream_tls = upstream.into();
         self.bind_listeners(&mut next, &new, &current, Some(&acceptors));
@@ -241,17 +244,24 @@ impl Control {
         let mut limits = Vec::new();
         let mut tls = Vec::new();
         let mut redirects = Vec::new();
+        let mut routes = Vec::new();
         for (i, l) in self.started.listeners.iter().enumerate() {
             let kept = new.listeners.iter().position(|n| n.name == l.name);
-            let now = &current.clusters[current.listeners[i]].name;
-            let wanted = kept.map_or(now, |j| &new.clusters[new.listeners[j].cluster].name);
-            let cluster = next.clusters.iter().position(|c| &c.name == wanted);
-            clusters.push(cluster.unwrap_or(0));
+            // A listener the file no longer has keeps its default cluster (by name).
+            let now = current.listeners[i].map(|c| current.clusters[c].name.as_str());
+            let wanted = match kept {
+                Some(j) => new.listeners[j]
+                    .cluster
+                    .map(|c| new.clusters[c].name.as_str()),
+                None => now,
+            };
+            clusters.push(wanted.and_then(|w| next.clusters.iter().position(|c| c.name == w)));
             match kept {
                 Some(j) => {
                     forwarded.push(new.listeners[j].forwarded_headers);
                     limits.push(new.listeners[j].limits);
                     redirects.push(new.listeners[j].redirect_https);
+                    routes.push(next.routes[j].clone());
                     let fresh = acceptors.and_then(|a| a[j].clone());
                     tls.push(match (&current.tls[i], fresh) {
                         (Some(_), Some(a)) => Some(a),
@@ -265,6 +275,8 @@ impl Control {
                     forwarded.push(current.forwarded[i]);
                     limits.push(current.limits[i]);
                     redirects.push(current.redirects[i]);
+                    // Its routes name clusters by their old places: it runs without them.
+                    routes.push(Default::default());
                     tls.push(current.tls[i].clone());
                     chains.push(Default::default());
                 }
@@ -275,6 +287,7 @@ impl Control {
         next.listener_chains = chains.into();
         next.limits = limits.into();
         next.redirects = redirects.into();
+        next.routes = routes.into();
         crate::metrics::certificate_expiry_reset();
         for (l, t) in self.started.listeners.iter().zip(&tls) {
             if let Some(t) = t {

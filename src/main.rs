@@ -50,6 +50,11 @@ enum Command {
         #[arg(long)]
         binary: Option<PathBuf>,
     },
+    /// Print a tether config made from a mod_jk or WebSphere plug-in config.
+    Import {
+        #[command(subcommand)]
+        source: tether::import::Source,
+    },
 }
 
 /// Pingora builds each listener in its service's thread and panics there when it cannot
@@ -84,6 +89,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Demo { listen }) => return tether::demo::run(listen),
+        Some(Command::Import { source }) => return tether::import::run(source),
         Some(Command::Upgrade { binary }) => {
             let Some(conf) = cli.conf else {
                 eprintln!("tether upgrade: give the config file with -c FILE");
@@ -104,6 +110,13 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    for line in tether::config::warning_lines(&config, &path.display().to_string()) {
+        if cli.test {
+            eprintln!("{line}");
+        } else {
+            log::warn!("{line}");
+        }
+    }
     if cli.test {
         println!("{}: configuration is valid", path.display());
         return ExitCode::SUCCESS;

@@ -186,6 +186,20 @@ impl VersionCounters {
     }
 }
 
+static ROUTE_REQUESTS: Lazy<IntCounterVec> = Lazy::new(|| {
+    register_int_counter_vec!(
+        "tether_route_requests_total",
+        "Requests that matched each host/path route, by listener and route name.",
+        &["listener", "route"]
+    )
+    .expect("register tether_route_requests_total")
+});
+
+/// A route's request counter (resolved when the snapshot is built).
+pub fn route_counter(listener: &str, route: &str) -> IntCounter {
+    ROUTE_REQUESTS.with_label_values(&[listener, route])
+}
+
 static CLIENT_CLOSED: Lazy<IntCounterVec> = Lazy::new(|| {
     register_int_counter_vec!(
         "tether_client_closed_total",

@@ -16,6 +16,8 @@ mod websphere;
 pub use ctx::RequestCtx;
 
 use crate::access_log::{AccessLog, Record};
+use crate::config::RouteAction;
+use crate::routes::Found;
 use crate::routing::{ms_at, now_ms, Decision, Reject};
 use crate::snapshot::SharedSnapshot;
 use async_trait::async_trait;
@@ -59,6 +61,53 @@ impl TetherProxy {
 /// Most informational (1xx) responses relayed for one request; a server sending more is
 /// treated as broken (502), so it cannot keep a client busy with an endless stream.
 const MAX_INFORMATIONAL: u8 = 16;
+
+/// The request's host (without port) and port: from `Host` (or the URI's authority, as
+/// HTTP/2 sends it), the port defaulting to the listener's.
+fn request_host(req: &RequestHeader, listener_port: u16) -> (&[u8], u16) {
+    let host = req
+        .headers
+        .get(http::header::HOST)
+        .map(|h| h.as_bytes())
+        .or_else(|| req.uri.authority().map(|a| a.as_str().as_bytes()))
+        .unwrap_or_default();
+    if host.starts_with(b"[") {
+        if let Some(end) = host.iter().position(|&b| b == b']') {
+            let port = host[end + 1..]
+                .strip_prefix(b":")
+                .and_then(|p| std::str::from_utf8(p).ok()?.parse().ok());
+            return (&host[..=end], port.unwrap_or(listener_port));
+        }
+    }
+    match host.iter().rposition(|&b| b == b':') {
+        Some(colon) => {
+            let port = std::str::from_utf8(&host[colon + 1..])
+                .ok()
+                .and_then(|p| p.parse().ok());
+            (&host[..colon], port.unwrap_or(listener_port))
+        }
+        None => (host, listener_port),
+    }
+}
+
+/// A refusal tether decides (no server left, `sticky_force`) is an expected outcome:
+/// counted (`tether_routing_decisions_total{outcome="rejected"}`) and logged at warning
+/// level, at most once a second with the count.
+fn log_refusal(router: &crate::routing::ClusterRouter, reason: Reject) {
+    static EVERY: crate::logging::Every = crate::logging::Every::new(1000);
+    if let Some(n) = EVERY.due(now_ms()) {
+        let why = match reason {
+            Reject::StickyForce => {
+                "the session's server cannot take it and sticky_force forbids failover"
+            }
+            Reject::NoServer => "no server can take it",
+        };
+        warn!(
+            "cluster {}: request refused with 503: {why} ({n} refused since the last such line)",
+            router.name
+        );
+    }
+}
 
 /// Bytes of the request head as it arrived (0 when Pingora does not keep them).
 fn head_size(session: &Session) -> usize {
@@ -126,38 +175,94 @@ impl ProxyHttp for TetherProxy {
         let default = snapshot.listeners[self.listener];
         self.versions.count(session.req_header().version);
         if let Some(redirect) = snapshot.redirects[self.listener] {
-            ctx.metrics = Some(snapshot.metrics[default].clone());
+            ctx.metrics = default.map(|d| snapshot.metrics[d].clone());
             respond::to_https(session, redirect).await?;
             return Ok(true);
         }
         if head_size(session) > ctx.limits.max_request_head {
-            ctx.metrics = Some(snapshot.metrics[default].clone());
+            ctx.metrics = default.map(|d| snapshot.metrics[d].clone());
             crate::metrics::client_closed(&self.name, "request_head_too_large");
             respond::plain(session, 431, respond::error_body(431), Conn::Close).await?;
             return Ok(true);
         }
         if let Err(why) = request_checks::check(session.req_header_mut()) {
-            ctx.metrics = Some(snapshot.metrics[default].clone());
+            ctx.metrics = default.map(|d| snapshot.metrics[d].clone());
             respond::plain(session, 400, why, Conn::Close).await?;
             return Ok(true);
         }
         ctx.forwarded = snapshot.forwarded[self.listener];
+        // Host and path routes choose the cluster (or answer); then the plugins may.
+        let listener_routes = &snapshot.routes[self.listener];
+        let mut start = default;
+        let mut route = None;
+        if !listener_routes.table.is_empty() {
+            let port = session
+                .server_addr()
+                .and_then(|a| a.as_inet())
+                .map_or(0, |a| a.port());
+            let req = session.req_header();
+            let (host, port) = request_host(req, port);
+            let found = listener_routes
+                .table
+                .find(host, port, req.uri.path().as_bytes());
+            match found {
+                Found::Route(i) | Found::Excluded(i) => {
+                    let info = &listener_routes.routes[i];
+                    info.hits.inc();
+                    ctx.route = Some(info.name.clone());
+                    if matches!(found, Found::Excluded(_)) {
+                        respond::plain(session, 404, respond::error_body(404), Conn::KeepAlive)
+                            .await?;
+                        return Ok(true);
+                    }
+                    match &info.action {
+                        RouteAction::Cluster(c) => {
+                            start = Some(*c);
+                            route = Some(i);
+                        }
+                        RouteAction::Respond { status, body } => {
+                            respond::plain(session, *status, body.clone(), Conn::KeepAlive).await?;
+                            return Ok(true);
+                        }
+                        RouteAction::Redirect { to, status } => {
+                            respond::redirect(session, *status, to).await?;
+                            return Ok(true);
+                        }
+                    }
+                }
+                Found::None => {}
+            }
+        }
+        let Some(start) = start else {
+            // No route and no default cluster.
+            respond::plain(session, 404, respond::error_body(404), Conn::KeepAlive).await?;
+            return Ok(true);
+        };
         let cluster = if snapshot.has_plugins() {
-            match plugins::route(&snapshot, self.listener, session.req_header_mut()).await {
+            let route_chain = route.map(|i| listener_routes.routes[i].chain.clone());
+            let routed = plugins::route(
+                &snapshot,
+                self.listener,
+                start,
+                route_chain.as_deref(),
+                session.req_header_mut(),
+            )
+            .await;
+            match routed {
                 Ok(routed) => {
                     ctx.preferred = routed.preferred;
                     ctx.plugins = Some((snapshot.clone(), self.listener, routed.cluster));
                     routed.cluster
                 }
                 Err(answer) => {
-                    // Counted under the listener's cluster.
-                    ctx.metrics = Some(snapshot.metrics[default].clone());
+                    // Counted under the cluster the request was headed for.
+                    ctx.metrics = Some(snapshot.metrics[start].clone());
                     respond::plain(session, answer.status, answer.body, Conn::KeepAlive).await?;
                     return Ok(true);
                 }
             }
         } else {
-            default
+            start
         };
         ctx.router = Some(snapshot.clusters[cluster].clone());
         ctx.metrics = Some(snapshot.metrics[cluster].clone());
@@ -168,6 +273,9 @@ impl ProxyHttp for TetherProxy {
         match decision {
             Decision::Reject(reason) => {
                 ctx.rejected = Some(reason);
+                if let Some(router) = &ctx.router {
+                    log_refusal(router, reason);
+                }
                 respond::plain(session, 503, reason.body(), Conn::KeepAlive).await?;
                 Ok(true)
             }
@@ -212,6 +320,9 @@ impl ProxyHttp for TetherProxy {
             Decision::Route { server, outcome } => (server, outcome),
             Decision::Reject(reason) => {
                 ctx.rejected = Some(reason);
+                if let Some(router) = &ctx.router {
+                    log_refusal(router, reason);
+                }
                 return Err(Error::explain(ErrorType::HTTPStatus(503), reason.body()));
             }
         };
@@ -519,6 +630,7 @@ impl ProxyHttp for TetherProxy {
                 attempts: ctx.tried.len(),
                 version: req.version,
                 tls: secure::Secure::of(session).map(|s| s.digest.version.clone()),
+                route: ctx.route.clone(),
             });
         }
     }

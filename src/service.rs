@@ -172,10 +172,18 @@ pub fn build_server(
             LISTENER_BUFFERS
         };
         service.add_listener(ListenerConfig::tcp(listener.address.to_string()).l4_buffer(buffers));
+        let default = match listener.cluster {
+            Some(c) => format!("cluster {}", config.clusters[c].name),
+            None => "no default cluster".to_string(),
+        };
+        let routes = match listener.routes.len() {
+            0 => String::new(),
+            n => format!(", {n} routes"),
+        };
         let what = match (&listener.tls, &listener.redirect_https) {
             (_, Some(r)) => format!("redirecting to https port {}", r.port),
-            (Some(_), None) => format!("TLS, cluster {}", config.clusters[listener.cluster].name),
-            (None, None) => format!("cluster {}", config.clusters[listener.cluster].name),
+            (Some(_), None) => format!("TLS, {default}{routes}"),
+            (None, None) => format!("{default}{routes}"),
         };
         announce.push(format!(
             "listener {} listening on {} ({what})",

@@ -15,8 +15,10 @@ pub struct Snapshot {
     pub clusters: Box<[Arc<ClusterRouter>]>,
     /// Metric handles of each cluster, in the same order.
     pub metrics: Box<[Arc<ClusterMetrics>]>,
-    /// Listener index (order of the config) → cluster index.
-    pub listeners: Box<[usize]>,
+    /// Listener index (order of the config) → its default cluster's index.
+    pub listeners: Box<[Option<usize>]>,
+    /// Each listener's host/path routes.
+    pub routes: Box<[Arc<ListenerRoutes>]>,
     /// Does each listener set `X-Forwarded-*` on upstream requests?
     pub forwarded: Box<[bool]>,
     /// Each listener's limits on what one client may hold or send.
@@ -79,8 +81,32 @@ impl Snapshot {
                 ))
             })
             .collect();
+        let routes = config
+            .listeners
+            .iter()
+            .map(|l| {
+                let routes = l
+                    .routes
+                    .iter()
+                    .map(|r| RouteInfo {
+                        name: r.name.as_str().into(),
+                        action: r.action.clone(),
+                        chain: Arc::new(Chain::new(&r.plugins, None, &targets, build)),
+                        hits: crate::metrics::route_counter(&l.name, &r.name),
+                    })
+                    .collect();
+                Arc::new(ListenerRoutes {
+                    table: crate::routes::RouteTable::new(&l.routes),
+                    routes,
+                })
+            })
+            .collect();
         let has_plugins = config.listeners.iter().any(|l| !l.plugins.is_empty())
-            || config.clusters.iter().any(|c| !c.plugins.is_empty());
+            || config.clusters.iter().any(|c| !c.plugins.is_empty())
+            || config
+                .listeners
+                .iter()
+                .any(|l| l.routes.iter().any(|r| !r.plugins.is_empty()));
         let mut clusters = Vec::new();
         let mut metrics = Vec::new();
         for c in &config.clusters {
@@ -96,6 +122,7 @@ impl Snapshot {
             clusters: clusters.into(),
             metrics: metrics.into(),
             listeners: config.listeners.iter().map(|l| l.cluster).collect(),
+            routes,
             forwarded: config
                 .listeners
                 .iter()
@@ -122,7 +149,11 @@ impl Snapshot {
             .listener_chains
             .iter()
             .chain(self.cluster_chains.iter())
-            .any(|c| !c.is_empty());
+            .any(|c| !c.is_empty())
+            || self
+                .routes
+                .iter()
+                .any(|l| l.routes.iter().any(|r| !r.chain.is_empty()));
     }
 
     /// Does any listener or cluster have routing plugins?
@@ -130,11 +161,30 @@ impl Snapshot {
         self.has_plugins
     }
 
-    /// The router and metric handles for requests arriving on listener `listener`.
-    pub fn cluster_for(&self, listener: usize) -> (&Arc<ClusterRouter>, &Arc<ClusterMetrics>) {
-        let i = self.listeners[listener];
-        (&self.clusters[i], &self.metrics[i])
+    /// The router and metric handles of listener `listener`'s default cluster.
+    pub fn cluster_for(
+        &self,
+        listener: usize,
+    ) -> Option<(&Arc<ClusterRouter>, &Arc<ClusterMetrics>)> {
+        let i = self.listeners[listener]?;
+        Some((&self.clusters[i], &self.metrics[i]))
     }
+}
+
+/// A listener's routes: the matcher and, per route, what the request path needs.
+#[derive(Default)]
+pub struct ListenerRoutes {
+    pub table: crate::routes::RouteTable,
+    pub routes: Box<[RouteInfo]>,
+}
+
+pub struct RouteInfo {
+    pub name: Arc<str>,
+    pub action: crate::config::RouteAction,
+    /// The route's plugins (empty chains cost nothing).
+    pub chain: Arc<Chain>,
+    /// `tether_route_requests_total` of this route, resolved once.
+    pub hits: pingora_prometheus::prometheus::IntCounter,
 }
 
 /// The shared, swappable snapshot.

@@ -306,6 +306,7 @@ fn the_example_config_parses_to_what_it_documents() {
         host: None,
     };
     let expected = Config {
+        warnings: vec![],
         server: ServerSettings {
             pid_file: "/tmp/tether.pid".into(),
             upgrade_sock: "/tmp/tether_upgrade.sock".into(),
@@ -326,7 +327,8 @@ fn the_example_config_parses_to_what_it_documents() {
         listeners: vec![Listener {
             name: "web".into(),
             address: addr("127.0.0.1:8080"),
-            cluster: 0,
+            cluster: Some(0),
+            routes: vec![],
             forwarded_headers: true,
             plugins: vec![],
             limits: ListenerLimits::default(),

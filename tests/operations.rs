@@ -299,6 +299,12 @@ async fn the_log_says_what_matters_once() {
         !log.contains(" ERROR "),
         "no ERROR for expected events:\n{log}"
     );
+    // The refusals are said at warning level, not once per request.
+    let refusals = log.matches("request refused with 503").count();
+    assert!(
+        (1..=2).contains(&refusals),
+        "5 refusals, {refusals} lines:\n{log}"
+    );
     assert_eq!(
         log.matches("marked down").count(),
         2,

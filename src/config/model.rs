@@ -19,6 +19,9 @@ pub const PARTITION_TABLE_MAX_LIMIT: usize = 10_000_000;
 /// A whole, valid tether configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
+    /// Things that work but are probably not what was meant (overlapping or unreachable
+    /// routes): `tether -t` prints them, start and reload log them.
+    pub warnings: Vec<super::ConfigError>,
     pub server: ServerSettings,
     /// Where partition tables and runtime states are kept across restarts.
     pub state_dir: Option<PathBuf>,
@@ -125,8 +128,11 @@ impl Default for ServerSettings {
 pub struct Listener {
     pub name: String,
     pub address: SocketAddr,
-    /// Index into [`Config::clusters`].
-    pub cluster: usize,
+    /// Index into [`Config::clusters`]: the default cluster (requests no route matches).
+    /// Without one (only when routes are given), such requests get 404.
+    pub cluster: Option<usize>,
+    /// Host and path routes, in the file's order (`routes:`).
+    pub routes: Vec<Route>,
     /// Set `X-Forwarded-For`, `-Proto` and `-Host` on requests to the servers.
     pub forwarded_headers: bool,
     /// Routing plugins, in order; they may send a request to another cluster.
@@ -139,6 +145,37 @@ pub struct Listener {
     pub h2c: bool,
     /// Answer every request with a redirect to https (then `cluster` is not needed).
     pub redirect_https: Option<Redirect>,
+}
+
+/// One host/path route of a listener (`listeners[].routes[]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    /// For the access log and metrics (default `<listener>#<index>`).
+    pub name: String,
+    /// `None`: any host. Exact (`www.example.com`), `*.example.com` or `*`, lower-case,
+    /// with an optional port (`*:443`).
+    pub host: Option<String>,
+    /// Exact, or with mod_jk's `*` and `?` wildcards.
+    pub path: String,
+    pub action: RouteAction,
+    /// mod_jk `JkUnMount` / uriworkermap `!`: requests the best route would send to this
+    /// route's cluster get 404 instead.
+    pub exclude: bool,
+    /// uriworkermap `-`: kept in the file, not used.
+    pub disabled: bool,
+    /// Routing plugins for the requests of this route (after the listener's).
+    pub plugins: Vec<PluginSpec>,
+}
+
+/// What a route does with a request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RouteAction {
+    /// Send it to this cluster (index into [`Config::clusters`]).
+    Cluster(usize),
+    /// Answer it with this status and body.
+    Respond { status: u16, body: String },
+    /// Answer it with a redirect.
+    Redirect { to: String, status: u16 },
 }
 
 /// A listener's `tls:` section.

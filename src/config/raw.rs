@@ -74,6 +74,38 @@ pub struct RawListener {
     pub tls: Option<RawListenerTls>,
     pub h2c: Option<bool>,
     pub redirect_https: Option<RawRedirect>,
+    #[serde(default)]
+    pub routes: Vec<RawRoute>,
+}
+
+/// `listeners[].routes[]`.
+#[derive(Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawRoute {
+    pub name: Option<String>,
+    pub host: Option<String>,
+    pub path: String,
+    pub cluster: Option<String>,
+    pub respond: Option<RawRespond>,
+    pub redirect: Option<RawRouteRedirect>,
+    pub exclude: Option<bool>,
+    pub disabled: Option<bool>,
+    #[serde(default)]
+    pub plugins: Vec<Value>,
+}
+
+#[derive(Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawRespond {
+    pub status: u16,
+    pub body: Option<String>,
+}
+
+#[derive(Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawRouteRedirect {
+    pub to: String,
+    pub status: Option<u16>,
 }
 
 /// `listeners[].tls`.

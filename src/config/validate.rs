@@ -132,6 +132,8 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
 
     let mut listeners = Vec::new();
     let mut listener_plugins = Vec::new();
+    let mut route_plugins = Vec::new();
+    let mut warnings = Vec::new();
     let mut listener_names = HashMap::new();
     let mut listener_addrs = HashMap::new();
     for (i, l) in raw.listeners.iter().enumerate() {
@@ -176,15 +178,24 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
                 }
                 found
             }
-            None if redirect_https.is_some() => Some(0),
+            None if redirect_https.is_some() || !l.routes.is_empty() => None,
             None => {
                 check.err(
                     format!("{path}.cluster"),
-                    "required (unless the listener only redirects: redirect_https)",
+                    "required (unless the listener has routes, or only redirects: redirect_https)",
                 );
                 None
             }
         };
+        let routes = super::routes::routes(
+            &l.routes,
+            &l.name,
+            &path,
+            &clusters,
+            clusters_complete,
+            &mut check,
+        );
+        warnings.extend(super::routes::warnings(&routes, &path));
         let tls = l
             .tls
             .as_ref()
@@ -192,7 +203,8 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
         listeners.push(Listener {
             name: l.name.clone(),
             address,
-            cluster: cluster.unwrap_or(0),
+            cluster,
+            routes,
             forwarded_headers: l.forwarded_headers.unwrap_or(true),
             plugins: Vec::new(),
             limits: limits(l.limits.clone().unwrap_or_default(), &path, &mut check),
@@ -201,15 +213,33 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             redirect_https,
         });
         listener_plugins.push((path, l.plugins.clone()));
+        route_plugins.push(
+            l.routes
+                .iter()
+                .map(|r| r.plugins.clone())
+                .collect::<Vec<_>>(),
+        );
     }
     if raw.listeners.is_empty() {
         check.err("listeners", "at least one listener is required");
     }
     // Plugins may name any cluster or server, so they are checked once all are known.
     let targets = operations::known_targets(&clusters);
-    for (listener, (path, values)) in listeners.iter_mut().zip(&listener_plugins) {
+    for ((listener, (path, values)), routes) in listeners
+        .iter_mut()
+        .zip(&listener_plugins)
+        .zip(&route_plugins)
+    {
         listener.plugins =
             operations::plugins(values, &format!("{path}.plugins"), &targets, &mut check);
+        for (i, (route, values)) in listener.routes.iter_mut().zip(routes).enumerate() {
+            route.plugins = operations::plugins(
+                values,
+                &format!("{path}.routes[{i}].plugins"),
+                &targets,
+                &mut check,
+            );
+        }
     }
     for (cluster, (path, values)) in clusters.iter_mut().zip(&cluster_plugins) {
         cluster.plugins =
@@ -238,6 +268,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
         )
     });
     Config {
+        warnings,
         watch_config,
         admin,
         metrics,

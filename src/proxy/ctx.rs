@@ -43,6 +43,8 @@ pub struct RequestCtx {
     pub upstream_tls: Option<Arc<crate::tls::UpstreamTls>>,
     /// The cluster's Tomcat `SSLValve` header names, when set.
     pub ssl_headers: Option<Arc<crate::config::SslHeaders>>,
+    /// The host/path route the request matched, by name.
+    pub route: Option<Arc<str>>,
 }
 
 impl Default for RequestCtx {
@@ -82,6 +84,7 @@ impl RequestCtx {
             informational: 0,
             upstream_tls: None,
             ssl_headers: None,
+            route: None,
         }
     }
 

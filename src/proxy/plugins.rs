@@ -20,17 +20,24 @@ pub struct Answer {
 }
 
 /// Runs the request and route phases of both chains.
+/// `start` is the cluster the listener or the matched route gives; `route_chain` the
+/// matched route's plugins, which run after the listener's and may choose as they do.
 pub async fn route(
     snapshot: &Snapshot,
     listener: usize,
+    start: usize,
+    route_chain: Option<&tether_plugins::Chain>,
     req: &mut RequestHeader,
 ) -> Result<Routed, Answer> {
     let mut routed = Routed {
-        cluster: snapshot.listeners[listener],
+        cluster: start,
         preferred: None,
     };
-    let chain = &snapshot.listener_chains[listener];
-    if !chain.is_empty() {
+    let chains = [Some(&*snapshot.listener_chains[listener]), route_chain];
+    for chain in chains.into_iter().flatten() {
+        if chain.is_empty() {
+            continue;
+        }
         if let Flow::Respond { status, body } = chain.request(req).await {
             return Err(Answer { status, body });
         }

@@ -76,10 +76,20 @@ pub async fn to_https(session: &mut Session, redirect: crate::config::Redirect) 
     session.write_response_header(Box::new(resp), true).await
 }
 
+/// Answers with a redirect to `to` (a route's `redirect:`).
+pub async fn redirect(session: &mut Session, status: u16, to: &str) -> Result<()> {
+    let mut resp = ResponseHeader::build(status, Some(3))?;
+    resp.insert_header(http::header::LOCATION, to)?;
+    resp.insert_header(http::header::CONTENT_LENGTH, 0)?;
+    resp.insert_header(http::header::CACHE_CONTROL, "no-store")?;
+    session.write_response_header(Box::new(resp), true).await
+}
+
 /// The body tether sends with an error status it generates.
 pub fn error_body(status: u16) -> &'static str {
     match status {
         400 => "400 Bad Request\n",
+        404 => "404 Not Found: no route for this request\n",
         408 => "408 Request Timeout: the request body did not arrive in time\n",
         413 => "413 Request Entity Too Large\n",
         431 => "431 Request Header Fields Too Large\n",

@@ -48,7 +48,9 @@ impl Outcome {
 /// Why no server was chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reject {
-    /// `sticky_force`: the session's server is down or stopped and failover is forbidden.
+    /// `sticky_force`: the session's server (or every active server of its domain) cannot
+    /// take it, or, in a Tomcat-style cluster, the session names no server or domain at
+    /// all; failover and the hash fallback are forbidden.
     StickyForce,
     /// No server that may take this request is left.
     NoServer,

@@ -131,7 +131,8 @@ impl ClusterRouter {
             }
         });
         let clones = index(|s| s.clone_id.as_deref());
-        let domains = index(|s| s.domain.as_deref())
+        // An empty domain is no domain (mod_jk).
+        let domains = index(|s| s.domain.as_deref().filter(|d| !d.is_empty()))
             .into_keys()
             .map(|k| (k, ()))
             .collect();

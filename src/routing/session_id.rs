@@ -30,16 +30,21 @@ pub fn path_parameter<'a>(uri: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
 }
 
 /// Every value of cookie `name` in one `Cookie` header value, in order, quotes removed.
+/// Pairs are separated by `;` and also by `,` (mod_jk does the same): a proxy or client in
+/// front may have merged two `Cookie` headers into one with `, `, and no cookie value may
+/// hold a `,` (RFC 6265 `cookie-octet`).
 pub fn cookie_values<'a>(header: &'a [u8], name: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
-    header.split(|&b| b == b';').filter_map(move |pair| {
-        let pair = trim(pair);
-        let eq = memchr(b'=', pair)?;
-        if trim(&pair[..eq]) != name {
-            return None;
-        }
-        let value = unquote(trim(&pair[eq + 1..]));
-        (!value.is_empty()).then_some(value)
-    })
+    header
+        .split(|&b| b == b';' || b == b',')
+        .filter_map(move |pair| {
+            let pair = trim(pair);
+            let eq = memchr(b'=', pair)?;
+            if trim(&pair[..eq]) != name {
+                return None;
+            }
+            let value = unquote(trim(&pair[eq + 1..]));
+            (!value.is_empty()).then_some(value)
+        })
 }
 
 fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
@@ -115,6 +120,17 @@ mod tests {
             (b";;;=;==;", &[]),
             (b"JSESSIONID=a=b.n1", &[b"a=b.n1"]),
             (b"JSESSIONID=\xff\xfe.n1", &[b"\xff\xfe.n1"]),
+            // Two `Cookie` headers merged into one with `, ` (mod_jk ends a value at `,`).
+            (b"JSESSIONID=abc.n1, other=1", &[b"abc.n1"]),
+            (b"other=1, JSESSIONID=abc.n1", &[b"abc.n1"]),
+            (
+                b"a=1; JSESSIONID=A.n1, b=2; JSESSIONID=B.n2",
+                &[b"A.n1", b"B.n2"],
+            ),
+            (b"JSESSIONID=A.n1,JSESSIONID=B.n2", &[b"A.n1", b"B.n2"]),
+            (b"JSESSIONID=\"Q.n3\", x=1", &[b"Q.n3"]),
+            (b"JSESSIONID=,", &[]),
+            (b",,,JSESSIONID=A.n1,,,", &[b"A.n1"]),
             (b"", &[]),
         ];
         for (header, want) in cases {

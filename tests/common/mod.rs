@@ -4,6 +4,7 @@
 pub mod lookup;
 pub mod pki;
 pub mod prometheus;
+pub mod real_tomcat;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -78,6 +79,8 @@ pub struct Opts {
     pub listener_extra: String,
     /// More listeners (YAML list items, indented 2), after `web`.
     pub extra_listeners: String,
+    /// Leave out `web`'s default cluster (its routes decide).
+    pub no_default_cluster: bool,
 }
 
 impl Tether {
@@ -123,10 +126,11 @@ impl Tether {
             let yaml = format!(
                 "server:\n  threads: 2\n  grace_period_seconds: 0\n  graceful_shutdown_timeout_seconds: 1\n  \
                  pid_file: {d}/tether.pid\n  upgrade_sock: {d}/upgrade.sock\n{top}\
-                 listeners:\n  - name: web\n    address: \"{addr}\"\n    cluster: shop\n{extra}{plugins}{more}\
+                 listeners:\n  - name: web\n    address: \"{addr}\"\n{default}{extra}{plugins}{more}\
                  clusters:\n  - name: shop\n{cluster}",
                 d = dir.display(),
                 top = top,
+                default = if opts.no_default_cluster { "" } else { "    cluster: shop\n" },
                 extra = opts.listener_extra,
                 more = opts.extra_listeners,
                 plugins = if opts.listener_plugins.is_empty() {

@@ -69,14 +69,6 @@ impl Pick<'_> {
             && live.could_take(self.now, self.router.recover_after_ms)
     }
 
-    /// Like [`Self::sticky_ok`] but without claiming a recovery probe.
-    fn could_take_sticky(&self, i: usize) -> bool {
-        let live = &self.slot(i).live;
-        !self.tried.contains(i)
-            && live.state() != ServerState::Stopped
-            && live.could_take(self.now, self.router.recover_after_ms)
-    }
-
     /// The decision for one session id candidate when its server can take it. Otherwise
     /// remembers it and lets the next candidate try (mod_jk walks every session id before
     /// failing over, so a stale cookie for a dead server does not hide a live session).
@@ -99,9 +91,18 @@ impl Pick<'_> {
 
     /// No candidate could be served as is: fail over for the first one that named a
     /// server, else hash the first orphan, else it is a new session.
+    ///
+    /// `sticky_force` refuses both, like mod_jk's `sticky_session_force`, which fails any
+    /// request whose session id no server can take, its route naming nothing included.
+    /// Not in a WebSphere cluster: partition ids are learned from responses, so an id the
+    /// table does not know yet is no lost session; it is hashed as before.
     pub fn settle(&self, pending: Pending) -> Decision {
+        let r = self.router;
         match (pending.unusable, pending.orphan) {
-            (Some(_), _) if self.router.sticky_force => Decision::Reject(Reject::StickyForce),
+            (Some(_), _) if r.sticky_force => Decision::Reject(Reject::StickyForce),
+            (None, Some(_)) if r.sticky_force && r.style == SessionStyle::Tomcat => {
+                Decision::Reject(Reject::StickyForce)
+            }
             (Some((Target::Server(i), key)), _) => self.failover(i, key),
             (Some((Target::Domain, key)), _) => self.rebalance(key, Outcome::Failover),
             (None, Some(key)) => self.hash_fallback(key),
@@ -132,10 +133,18 @@ impl Pick<'_> {
                 if let Some(&i) = r.routes.get(token) {
                     return Some(self.sticky_target(i, sid, Outcome::RouteHit));
                 }
-                let domain = &token[..token.iter().position(|&b| b == b'.')?];
-                r.domains
-                    .contains_key(domain)
-                    .then(|| self.domain_target(domain, sid))
+                if r.domains.is_empty() {
+                    return None;
+                }
+                // No server has this route: a domain name is a route too (mod_jk), and so
+                // is a dotted route whose first part is a domain.
+                let domain = if r.domains.contains_key(token) {
+                    token
+                } else {
+                    let first = &token[..token.iter().position(|&b| b == b'.')?];
+                    r.domains.contains_key(first).then_some(first)?
+                };
+                Some(self.domain_target(domain, sid))
             }
             SessionStyle::Websphere => {
                 let sep = r.clone_separator;
@@ -181,14 +190,9 @@ impl Pick<'_> {
         }
     }
 
-    /// The session names a mod_jk domain: any server of it, chosen by hash.
+    /// The session names a mod_jk domain: a server of it, chosen by hash.
     fn domain_target<'s>(&self, domain: &[u8], sid: &'s [u8]) -> Lookup<'s> {
-        let in_domain =
-            |i: usize| self.slot(i).config.domain.as_deref().map(str::as_bytes) == Some(domain);
-        let ok = |i: usize| in_domain(i) && self.sticky_ok(i);
-        // Must accept what `ok` accepts (draining included), or the ring gives up early.
-        let peek = |i: usize| in_domain(i) && self.could_take_sticky(i);
-        match self.hash_pick(sid, ok, peek) {
+        match self.in_domain(domain, sid) {
             Some(server) => Lookup::Hit(Decision::Route {
                 server,
                 outcome: Outcome::DomainHit,
@@ -197,27 +201,34 @@ impl Pick<'_> {
         }
     }
 
+    /// A member of `domain` by consistent hash of `sid`, among the members that take new
+    /// work only (mod_jk: active ones): a draining member takes the sessions that name it,
+    /// never a domain's.
+    fn in_domain(&self, domain: &[u8], sid: &[u8]) -> Option<usize> {
+        let member =
+            |i: usize| self.slot(i).config.domain.as_deref().map(str::as_bytes) == Some(domain);
+        // `peek` must accept what `ok` accepts, or the ring walk gives up early.
+        let ok = |i: usize| member(i) && self.new_ok(i);
+        let peek = |i: usize| member(i) && self.could_take_new(i);
+        self.hash_pick(sid, ok, peek)
+    }
+
     /// Server `i` cannot take its session: its `redirect`, else its domain, else the hash.
+    /// The redirect may be draining (mod_jk: "used even if being disabled, thus offering
+    /// hot standby"), not stopped or down.
     fn failover(&self, i: usize, sid: &[u8]) -> Decision {
         let cfg = &self.slot(i).config;
-        if let Some(r) = cfg.redirect.filter(|&r| self.new_ok(r)) {
-            return Decision::Route {
-                server: r,
+        let server = cfg.redirect.filter(|&r| self.sticky_ok(r)).or_else(|| {
+            let domain = cfg.domain.as_deref().filter(|d| !d.is_empty())?;
+            self.in_domain(domain.as_bytes(), sid)
+        });
+        match server {
+            Some(server) => Decision::Route {
+                server,
                 outcome: Outcome::Failover,
-            };
+            },
+            None => self.rebalance(sid, Outcome::Failover),
         }
-        if let Some(domain) = cfg.domain.as_deref() {
-            let same = |j: usize| self.slot(j).config.domain.as_deref() == Some(domain);
-            let ok = |j: usize| same(j) && self.new_ok(j);
-            let peek = |j: usize| same(j) && self.could_take_new(j);
-            if let Some(server) = self.hash_pick(sid, ok, peek) {
-                return Decision::Route {
-                    server,
-                    outcome: Outcome::Failover,
-                };
-            }
-        }
-        self.rebalance(sid, Outcome::Failover)
     }
 
     /// A session whose token names no server: consistent hash over servers taking new work.

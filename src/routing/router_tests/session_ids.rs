@@ -162,3 +162,36 @@ fn where_the_session_id_comes_from() {
         },
     ]);
 }
+
+#[test]
+fn merged_cookie_headers_split_at_commas() {
+    // A proxy or client in front may merge two `Cookie` headers into one with `, `; mod_jk
+    // ends a cookie value at `,` as at `;`.
+    use Outcome::*;
+    run(&[
+        Case {
+            what: "the session cookie's value ends at ','",
+            headers: &[("cookie", "JSESSIONID=abc.n1, other=1")],
+            want: Want::Route("n1", RouteHit),
+            ..BASE
+        },
+        Case {
+            what: "the session cookie after a ','",
+            headers: &[("cookie", "other=1, JSESSIONID=abc.n2")],
+            want: Want::Route("n2", RouteHit),
+            ..BASE
+        },
+        Case {
+            what: "two merged session cookies: the first usable one wins",
+            headers: &[("cookie", "JSESSIONID=A.gone, JSESSIONID=B.n3")],
+            want: Want::Route("n3", RouteHit),
+            ..BASE
+        },
+        Case {
+            what: "a quoted value then ','",
+            headers: &[("cookie", "JSESSIONID=\"A.n4\", other=1")],
+            want: Want::Route("n4", RouteHit),
+            ..BASE
+        },
+    ]);
+}

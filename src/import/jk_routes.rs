@@ -1,0 +1,151 @@
+//! mod_jk mounts → the listeners' routes: `web` on port 80, and an https listener,
+//! commented out, when a `<VirtualHost>` spoke TLS.
+
+use super::doc::{scalar_str, Doc, Listener, Route};
+use super::jk::Target;
+use super::jk_mounts::{Mount, Mounts};
+use super::routes;
+use std::collections::HashMap;
+
+const WEB: usize = 0;
+const HTTPS: usize = 1;
+
+/// Where a mount applies: (listener, host) pairs.
+fn placements(m: &Mount, mounts: &Mounts) -> Vec<(usize, Option<String>)> {
+    let hosts = |v: usize| -> Vec<(usize, Option<String>)> {
+        let vh = &mounts.vhosts[v];
+        let l = if vh.tls { HTTPS } else { WEB };
+        if vh.names.is_empty() {
+            vec![(l, None)]
+        } else {
+            vh.names.iter().map(|n| (l, Some(n.clone()))).collect()
+        }
+    };
+    match m.vhost {
+        Some(v) => hosts(v),
+        None => {
+            let mut out = vec![(WEB, None)];
+            for (v, vh) in mounts.vhosts.iter().enumerate() {
+                if vh.tls && (vh.copy || mounts.copy_all) {
+                    out.extend(hosts(v));
+                }
+            }
+            out
+        }
+    }
+}
+
+fn note(m: &Mount) -> String {
+    match &m.extensions {
+        Some(e) => format!("{}; rule extensions `{e}`: no tether equivalent", m.source),
+        None => m.source.clone(),
+    }
+}
+
+/// Adds the listeners, with a route for each mount, to `doc`; `default`: the cluster of a
+/// listener that no mount sends anything to.
+pub fn listeners(doc: &mut Doc, mounts: &Mounts, targets: &HashMap<String, Target>, default: &str) {
+    let mut ls = vec![
+        Listener {
+            name: "web".into(),
+            address: "0.0.0.0:80".into(),
+            ..Default::default()
+        },
+        Listener {
+            name: "https".into(),
+            address: "0.0.0.0:443".into(),
+            commented: true,
+            ..Default::default()
+        },
+    ];
+    let said = |m: &Mount| {
+        let bang = if m.exclude { "!" } else { "" };
+        format!("{}: {bang}{}={}", m.source, m.pattern, m.worker)
+    };
+    for m in mounts.mounts.iter().filter(|m| !m.exclude) {
+        match targets.get(&m.worker) {
+            Some(Target::Cluster(c)) => {
+                for (l, host) in placements(m, mounts) {
+                    let r = Route {
+                        host,
+                        path: m.pattern.clone(),
+                        cluster: c.clone(),
+                        exclude: false,
+                        disabled: m.disabled,
+                        note: Some(note(m)),
+                    };
+                    routes::add(&mut ls[l], r);
+                }
+            }
+            Some(Target::Status) => ls[WEB].route_notes.push(format!(
+                "{}: the status worker; tether's admin API (admin.address) does this, not a route",
+                said(m)
+            )),
+            _ => ls[WEB].route_notes.push(format!(
+                "{}: no such worker in workers.properties; not imported",
+                said(m)
+            )),
+        }
+    }
+    for m in mounts.mounts.iter().filter(|m| m.exclude) {
+        for (l, host) in placements(m, mounts) {
+            let clusters: Vec<String> = match targets.get(&m.worker) {
+                _ if m.worker == "*" => routes::mounted(&ls[l]),
+                Some(Target::Cluster(c)) => vec![c.clone()],
+                _ => {
+                    ls[l].route_notes.push(format!(
+                        "{}: excludes from no imported cluster; not imported",
+                        said(m)
+                    ));
+                    continue;
+                }
+            };
+            for c in clusters {
+                let r = Route {
+                    host: host.clone(),
+                    path: m.pattern.clone(),
+                    cluster: c,
+                    exclude: true,
+                    disabled: m.disabled,
+                    note: Some(note(m)),
+                };
+                routes::add_exclusion(&mut ls[l], r, &said(m));
+            }
+        }
+    }
+    if !mounts.vhosts.is_empty() {
+        let global = mounts.mounts.iter().any(|m| m.vhost.is_none());
+        if global && !mounts.copy_all && mounts.vhosts.iter().any(|v| !v.copy) {
+            ls[WEB].notes.push(
+                "JkMounts outside <VirtualHost> applied in Apache only to the main server and to virtual hosts with JkMountCopy On; routes without host apply to every host".into(),
+            );
+        }
+    }
+    routes::finish(
+        &mut ls[WEB],
+        default,
+        "Apache served them from its DocumentRoot",
+    );
+    let tls_vhosts: Vec<_> = mounts.vhosts.iter().filter(|v| v.tls).collect();
+    if let Some(v) = tls_vhosts.first() {
+        let https = &mut ls[HTTPS];
+        routes::finish(https, default, "Apache served them from its DocumentRoot");
+        https.notes.push(format!(
+            "REVIEW: the https listener is commented out: uncomment it once tls.cert and tls.key name PEM files tether can read (from <VirtualHost {}> at {})",
+            v.address, v.source
+        ));
+        https.inner.push("tls:".into());
+        https.inner.push(format!(
+            "  cert: {}   # Apache's SSLCertificateFile (chain, leaf first, PEM)",
+            scalar_str(v.cert.as_deref().unwrap_or("/etc/tether/site.crt"))
+        ));
+        https.inner.push(format!(
+            "  key: {}   # Apache's SSLCertificateKeyFile",
+            scalar_str(v.key.as_deref().unwrap_or("/etc/tether/site.key"))
+        ));
+    } else {
+        ls.truncate(1);
+    }
+    doc.header.extend(mounts.notes.iter().cloned());
+    doc.listeners = ls;
+}

@@ -1,0 +1,267 @@
+//! IBM's `plugin-cfg.xml` → tether: `ServerCluster`s become `websphere` clusters, each
+//! `Route` (VirtualHostGroup × UriGroup → ServerCluster) one route per virtual host and URI.
+
+use super::doc::{Doc, Listener, Route, Value};
+use super::names::Namer;
+use super::routes;
+use super::ws_cluster::{self, line, required, said};
+use super::ImportError;
+use roxmltree::Node;
+
+const WEB: usize = 0;
+const HTTPS: usize = 1;
+
+fn why(element: &str) -> &'static str {
+    match element {
+        "Log" => "tether logs to stderr or server.error_log (RUST_LOG sets the level), requests to access_log",
+        "RequestMetrics" => "tether's Prometheus metrics (metrics.address) and access_log",
+        "TrustedProxyGroup" => "tether always sets X-Forwarded-For and drops client $WS* headers",
+        _ => "no tether equivalent",
+    }
+}
+
+/// Where a virtual host's routes go: listeners and the route's host.
+fn place(vhost: &str) -> (Vec<usize>, Option<String>) {
+    let v = vhost.trim().to_ascii_lowercase();
+    let port = v.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok());
+    let host = (v != "*").then(|| v.clone());
+    match port {
+        Some(443) => (vec![HTTPS], host),
+        Some(_) => (vec![WEB], host),
+        None => (vec![WEB, HTTPS], host),
+    }
+}
+
+fn groups<'a>(
+    nodes: &[Node<'a, 'a>],
+    child: &str,
+    file: &str,
+) -> Result<Vec<(String, Vec<Node<'a, 'a>>)>, ImportError> {
+    nodes
+        .iter()
+        .map(|g| {
+            let name = required(*g, "Name", file)?.to_string();
+            let items = g.children().filter(|c| c.has_tag_name(child)).collect();
+            Ok((name, items))
+        })
+        .collect()
+}
+
+fn find<'a, T>(
+    list: &'a [(String, T)],
+    name: &str,
+    what: &str,
+    r: Node,
+    file: &str,
+) -> Result<&'a T, ImportError> {
+    list.iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, t)| t)
+        .ok_or_else(|| {
+            ImportError::at(
+                file,
+                line(r),
+                format!("<Route> names {what} `{name}`, which is not defined"),
+            )
+        })
+}
+
+/// Converts the text of a plugin-cfg.xml (`file` for messages).
+pub fn convert(text: &str, file: &str) -> Result<Doc, ImportError> {
+    let xml = roxmltree::Document::parse(text).map_err(|e| {
+        ImportError::at(
+            file,
+            e.pos().row as usize,
+            format!("not well-formed XML: {e}"),
+        )
+    })?;
+    let root = xml.root_element();
+    if !root.has_tag_name("Config") {
+        return Err(ImportError::at(
+            file,
+            line(root),
+            format!(
+                "the root element is <{}>, not <Config>: not a plugin-cfg.xml",
+                root.tag_name().name()
+            ),
+        ));
+    }
+    let mut doc = Doc::default();
+    for a in root.attributes() {
+        let s = format!("Config {}=\"{}\"", a.name(), a.value());
+        match (a.name(), a.value().parse::<u64>()) {
+            ("RefreshInterval", Ok(v)) if v > 0 => {
+                let ms = (v * 1000).clamp(100, 3_600_000);
+                doc.top.set(
+                    "watch_config",
+                    Value::Dur(ms),
+                    format!("{s}: reload when the file changes"),
+                );
+            }
+            _ => doc.header.push(format!("{s}: no tether equivalent")),
+        }
+    }
+    let (mut vhgs, mut ugs, mut scs, mut rts) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for child in root.children().filter(|n| n.is_element()) {
+        match child.tag_name().name() {
+            "VirtualHostGroup" => vhgs.push(child),
+            "UriGroup" => ugs.push(child),
+            "ServerCluster" => scs.push(child),
+            "Route" => rts.push(child),
+            other => doc.header.push(format!(
+                "{} (line {}): {}",
+                said(child),
+                line(child),
+                why(other)
+            )),
+        }
+    }
+    let vhost_groups = groups(&vhgs, "VirtualHost", file)?;
+    let uri_groups = groups(&ugs, "Uri", file)?;
+    let mut namer = Namer::default();
+    let mut names: Vec<(String, String)> = Vec::new();
+    for sc in &scs {
+        let raw = required(*sc, "Name", file)?;
+        if names.iter().any(|(r, _)| r == raw) {
+            return Err(ImportError::at(
+                file,
+                line(*sc),
+                format!("a second ServerCluster named `{raw}`"),
+            ));
+        }
+        let (name, note) = namer.name(raw);
+        let mut c = ws_cluster::convert(*sc, &name, file)?;
+        c.item.notes.extend(note);
+        names.push((raw.to_string(), name));
+        doc.clusters.push(c);
+    }
+    if doc.clusters.is_empty() {
+        return Err(ImportError::file(file, "no <ServerCluster> to import"));
+    }
+    let mut ls = vec![
+        Listener {
+            name: "web".into(),
+            address: "0.0.0.0:80".into(),
+            ..Default::default()
+        },
+        Listener {
+            name: "https".into(),
+            address: "0.0.0.0:443".into(),
+            commented: true,
+            ..Default::default()
+        },
+    ];
+    // (cluster, AffinityCookie, AffinityURLIdentifier) of every Uri routed to it.
+    let mut affinity: Vec<(String, String, String)> = Vec::new();
+    let mut tls_vhost = false;
+    for r in &rts {
+        let cluster = find(
+            &names,
+            required(*r, "ServerCluster", file)?,
+            "ServerCluster",
+            *r,
+            file,
+        )?
+        .clone();
+        let ug = required(*r, "UriGroup", file)?;
+        let uris = find(&uri_groups, ug, "UriGroup", *r, file)?;
+        let vhosts: Vec<String> = match r.attribute("VirtualHostGroup") {
+            Some(g) => find(&vhost_groups, g, "VirtualHostGroup", *r, file)?
+                .iter()
+                .filter_map(|v| v.attribute("Name").map(str::to_string))
+                .collect(),
+            None => vec!["*".to_string()],
+        };
+        for uri in uris {
+            let path = required(*uri, "Name", file)?;
+            let source = format!("{file}:{} ({})", line(*uri), said(*uri));
+            if !path.starts_with(['/', '*']) {
+                ls[WEB].route_notes.push(format!(
+                    "{source}: not a path pattern tether knows; left out"
+                ));
+                continue;
+            }
+            affinity.push((
+                cluster.clone(),
+                uri.attribute("AffinityCookie")
+                    .unwrap_or("JSESSIONID")
+                    .to_string(),
+                uri.attribute("AffinityURLIdentifier")
+                    .unwrap_or("jsessionid")
+                    .to_string(),
+            ));
+            for v in &vhosts {
+                let (listeners, host) = place(v);
+                tls_vhost |= listeners == [HTTPS];
+                for l in listeners {
+                    let note = Some(format!("{file}:{} VirtualHost {v}, Uri {path}", line(*uri)));
+                    let route = Route {
+                        host: host.clone(),
+                        path: path.to_string(),
+                        cluster: cluster.clone(),
+                        exclude: false,
+                        disabled: false,
+                        note,
+                    };
+                    routes::add(&mut ls[l], route);
+                }
+            }
+        }
+    }
+    for c in &mut doc.clusters {
+        let name = match c.item.get("name") {
+            Some(Value::Str(n)) => n.clone(),
+            _ => continue,
+        };
+        let mine: Vec<&(String, String, String)> =
+            affinity.iter().filter(|a| a.0 == name).collect();
+        let Some(first) = mine.first() else {
+            c.item
+                .note("no <Route> sends to this cluster: only a route added here would use it");
+            continue;
+        };
+        for (i, key, default) in [
+            (1, "session_cookie", "JSESSIONID"),
+            (2, "session_path", "jsessionid"),
+        ] {
+            let pick =
+                |a: &(String, String, String)| if i == 1 { a.1.clone() } else { a.2.clone() };
+            let v = pick(first);
+            let attr = if i == 1 {
+                "AffinityCookie"
+            } else {
+                "AffinityURLIdentifier"
+            };
+            if mine.iter().any(|a| pick(a) != v) {
+                c.item.note(format!(
+                    "its Uris have more than one {attr}; tether has one per cluster: `{v}`"
+                ));
+            }
+            if v != default {
+                c.item.set(key, Value::Str(v), format!("Uri {attr}"));
+            }
+        }
+    }
+    let default = names[0].1.clone();
+    routes::finish(
+        &mut ls[WEB],
+        &default,
+        "the plug-in left them to the web server",
+    );
+    if tls_vhost {
+        let https = &mut ls[HTTPS];
+        routes::finish(https, &default, "the plug-in left them to the web server");
+        https.notes.push(
+            "REVIEW: the https listener (virtual hosts on port 443) is commented out: uncomment it once tls.cert and tls.key name PEM files. IHS's KeyFile is a CMS .kdb: gskcapicmd -cert -export -db key.kdb -stashed -label LABEL -target site.p12 -target_type pkcs12, then openssl pkcs12 -in site.p12 -nokeys -out site.crt and -nocerts -nodes -out site.key".into(),
+        );
+        https.inner.push("tls:".into());
+        https
+            .inner
+            .push("  cert: /etc/tether/site.crt   # chain, leaf first (PEM)".into());
+        https.inner.push("  key: /etc/tether/site.key".into());
+    } else {
+        ls.truncate(1);
+    }
+    doc.listeners = ls;
+    Ok(doc)
+}

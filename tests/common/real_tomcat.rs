@@ -1,0 +1,318 @@
+//! Real Apache Tomcat (Debian's `tomcat10` package) for the integration tests: one JVM per
+//! instance, each with its own `CATALINA_BASE`, HTTP connector and `jvmRoute`, serving a
+//! tiny JSP. Started as child processes of the test and killed (by PID) when dropped.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `CATALINA_HOME` of Debian's `tomcat10` package.
+pub const CATALINA_HOME: &str = "/usr/share/tomcat10";
+
+/// How long one instance may take to start and answer its first JSP request (3 JVMs
+/// starting at once on 2 cores take about 5–10 s; the rest is margin).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The page every instance serves at `/` (and `/index.jsp`), as `key=value` lines:
+/// the instance's `jvmRoute` (a context parameter, not derived from the session), the
+/// connector port that took the request, the session id, whether Tomcat created the
+/// session with this request, a per-session request counter kept in the session, the
+/// client address and scheme Tomcat sees (through `RemoteIpValve`), and a link rewritten
+/// by `encodeURL` (`;jsessionid=` when the session did not come from a cookie).
+const INDEX_JSP: &str = r#"<%@ page contentType="text/plain; charset=UTF-8" session="true" trimDirectiveWhitespaces="true" %>
+<%
+  Integer count = (Integer) session.getAttribute("count");
+  count = (count == null) ? 1 : count + 1;
+  session.setAttribute("count", count);
+%>
+jvmRoute=<%= application.getInitParameter("jvmRoute") %>
+port=<%= request.getLocalPort() %>
+session=<%= session.getId() %>
+new=<%= session.isNew() %>
+count=<%= count %>
+remote=<%= request.getRemoteAddr() %>
+scheme=<%= request.getScheme() %>
+link=<%= response.encodeURL("/index.jsp") %>
+"#;
+
+/// A running Tomcat JVM; killed when dropped.
+pub struct RealTomcat {
+    route: String,
+    addr: SocketAddr,
+    base: PathBuf,
+    child: Option<Child>,
+}
+
+/// Is Debian's `tomcat10` installed?
+pub fn installed() -> bool {
+    Path::new(CATALINA_HOME).is_dir()
+}
+
+impl RealTomcat {
+    /// Creates a `CATALINA_BASE` under `dir` and starts Tomcat with `jvm_route`; returns
+    /// once it answers the JSP. `None` only when `tomcat10` is not installed; panics when
+    /// Tomcat is installed but does not start (with its console output).
+    pub fn start(dir: &Path, jvm_route: &str) -> Option<RealTomcat> {
+        let mut all = RealTomcat::start_all(dir, &[jvm_route])?;
+        all.pop()
+    }
+
+    /// Starts one instance per route, all JVMs at once, and waits until every one answers.
+    pub fn start_all(dir: &Path, routes: &[&str]) -> Option<Vec<RealTomcat>> {
+        if !installed() {
+            return None;
+        }
+        let mut all: Vec<RealTomcat> = routes
+            .iter()
+            .map(|route| RealTomcat::spawn(dir, route))
+            .collect();
+        let deadline = Instant::now() + START_TIMEOUT;
+        for t in &mut all {
+            t.wait_ready(deadline);
+        }
+        Some(all)
+    }
+
+    /// Writes the instance's `CATALINA_BASE` and launches its JVM (not yet ready).
+    fn spawn(dir: &Path, route: &str) -> RealTomcat {
+        let base = dir.join(format!("tomcat-{route}"));
+        let _ = std::fs::remove_dir_all(&base);
+        for sub in ["conf", "logs", "temp", "work", "webapps/ROOT/WEB-INF"] {
+            std::fs::create_dir_all(base.join(sub)).unwrap();
+        }
+        // Tomcat's default descriptors (default and JSP servlets, MIME types), its class
+        // loader settings and logging, from the package's pristine copies.
+        for file in ["web.xml", "catalina.properties", "logging.properties"] {
+            let from = [
+                Path::new(CATALINA_HOME).join("etc").join(file),
+                Path::new("/etc/tomcat10").join(file),
+            ]
+            .into_iter()
+            .find(|p| p.exists())
+            .unwrap_or_else(|| panic!("tomcat10 is installed but has no {file}"));
+            std::fs::copy(&from, base.join("conf").join(file)).unwrap();
+        }
+        // No jar scanning (seconds per start on a small VM) and no session persistence
+        // across restarts: a killed instance's sessions are really gone.
+        std::fs::write(
+            base.join("conf/context.xml"),
+            r#"<?xml version="1.0" encoding="UTF-8"?>
+<Context>
+  <WatchedResource>WEB-INF/web.xml</WatchedResource>
+  <JarScanner scanClassPath="false" scanManifest="false"/>
+  <Manager pathname=""/>
+</Context>
+"#,
+        )
+        .unwrap();
+        std::fs::write(
+            base.join("webapps/ROOT/WEB-INF/web.xml"),
+            format!(
+                r#"<?xml version="1.0" encoding="UTF-8"?>
+<web-app xmlns="https://jakarta.ee/xml/ns/jakartaee" version="6.0" metadata-complete="true">
+  <context-param><param-name>jvmRoute</param-name><param-value>{route}</param-value></context-param>
+  <welcome-file-list><welcome-file>index.jsp</welcome-file></welcome-file-list>
+</web-app>
+"#
+            ),
+        )
+        .unwrap();
+        std::fs::write(base.join("webapps/ROOT/index.jsp"), INDEX_JSP).unwrap();
+        let mut t = RealTomcat {
+            route: route.to_string(),
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            base,
+            child: None,
+        };
+        t.launch();
+        t
+    }
+
+    /// Writes `server.xml` for a fresh free port and starts the JVM.
+    fn launch(&mut self) {
+        self.addr = SocketAddr::from(([127, 0, 0, 1], super::free_port()));
+        // Shutdown port -1: only a signal stops this Tomcat. One HTTP/1.1 connector on
+        // loopback (tether talks HTTP, not AJP). RemoteIpValve: the client address and
+        // scheme from tether's X-Forwarded-For / X-Forwarded-Proto.
+        let server_xml = format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?>
+<Server port="-1" shutdown="SHUTDOWN">
+  <Service name="Catalina">
+    <Connector port="{port}" address="127.0.0.1" protocol="HTTP/1.1" connectionTimeout="20000"/>
+    <Engine name="Catalina" defaultHost="localhost" jvmRoute="{route}">
+      <Valve className="org.apache.catalina.valves.RemoteIpValve"
+             remoteIpHeader="X-Forwarded-For" protocolHeader="X-Forwarded-Proto"/>
+      <Host name="localhost" appBase="webapps" unpackWARs="false" autoDeploy="false"/>
+    </Engine>
+  </Service>
+</Server>
+"#,
+            port = self.addr.port(),
+            route = self.route,
+        );
+        std::fs::write(self.base.join("conf/server.xml"), server_xml).unwrap();
+        let console = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.base.join("logs/console.log"))
+            .unwrap();
+        let home = Path::new(CATALINA_HOME);
+        let classpath = format!(
+            "{}:{}",
+            home.join("bin/bootstrap.jar").display(),
+            home.join("bin/tomcat-juli.jar").display()
+        );
+        let mut cmd = Command::new(java());
+        cmd.args([
+            // A small, quick-starting JVM: three of them share two cores with the tests.
+            "-Xms32m",
+            "-Xmx192m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Djava.awt.headless=true",
+        ])
+        .arg(format!("-Dcatalina.home={}", home.display()))
+        .arg(format!("-Dcatalina.base={}", self.base.display()))
+        .arg(format!(
+            "-Djava.io.tmpdir={}",
+            self.base.join("temp").display()
+        ))
+        .arg(format!(
+            "-Djava.util.logging.config.file={}",
+            self.base.join("conf/logging.properties").display()
+        ))
+        .arg("-Djava.util.logging.manager=org.apache.juli.ClassLoaderLogManager")
+        // A connector that cannot bind (port taken meanwhile) ends the JVM: start again.
+        .arg("-Dorg.apache.catalina.startup.EXIT_ON_INIT_FAILURE=true")
+        .arg("-cp")
+        .arg(classpath)
+        .args(["org.apache.catalina.startup.Bootstrap", "start"])
+        .current_dir(&self.base)
+        .stdin(Stdio::null())
+        .stdout(console.try_clone().unwrap())
+        .stderr(console);
+        // If the test process dies without dropping us (killed, aborted), the kernel kills
+        // the JVM too. SAFETY: prctl is async-signal-safe; nothing else runs in the child.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        self.child = Some(cmd.spawn().expect("start java (is a JRE installed?)"));
+    }
+
+    /// Waits until the JSP answers with this instance's route (the first request compiles
+    /// it). A JVM that exits early (its port was taken meanwhile) is started again on
+    /// another port.
+    fn wait_ready(&mut self, deadline: Instant) {
+        let mut launches = 1;
+        loop {
+            if let Ok(Some(status)) = self.child.as_mut().unwrap().try_wait() {
+                if launches < 3 && Instant::now() < deadline {
+                    launches += 1;
+                    self.launch();
+                    continue;
+                }
+                panic!(
+                    "Tomcat {} exited ({status}); console:\n{}",
+                    self.route,
+                    self.console()
+                );
+            }
+            if let Some(page) = get_page(self.addr) {
+                if page.contains(&format!("jvmRoute={}\n", self.route)) {
+                    return;
+                }
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "Tomcat {} did not answer on {} within {START_TIMEOUT:?}; console:\n{}",
+                    self.route,
+                    self.addr,
+                    self.console()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The HTTP connector's address (what tether's server `address` is).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The `jvmRoute` of its `<Engine>`.
+    pub fn route(&self) -> &str {
+        &self.route
+    }
+
+    /// The JVM's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, |c| c.id())
+    }
+
+    /// Is the JVM still running?
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+
+    /// Kills the JVM with SIGKILL (a crash: no shutdown, sessions lost) and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// What the JVM wrote to stdout and stderr (Tomcat logs to the console too).
+    pub fn console(&self) -> String {
+        std::fs::read_to_string(self.base.join("logs/console.log")).unwrap_or_default()
+    }
+
+    /// A line for a tether cluster's `servers:` (indented like `common::server_line`).
+    pub fn server_line(&self, extra: &str) -> String {
+        let sep = if extra.is_empty() { "" } else { ", " };
+        format!(
+            "      - {{ name: {r}, address: \"{a}\", route: {r}{sep}{extra} }}\n",
+            r = self.route,
+            a = self.addr
+        )
+    }
+}
+
+impl Drop for RealTomcat {
+    fn drop(&mut self) {
+        self.kill();
+        // Keep the instance's files (logs, compiled JSP) when a test failed.
+        if std::thread::panicking() {
+            eprintln!("Tomcat {} kept at {}", self.route, self.base.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.base);
+        }
+    }
+}
+
+/// `$JAVA_HOME/bin/java` when set, else `java` on the PATH.
+fn java() -> PathBuf {
+    std::env::var_os("JAVA_HOME")
+        .map(|h| PathBuf::from(h).join("bin/java"))
+        .filter(|p| p.exists())
+        .unwrap_or_else(|| PathBuf::from("java"))
+}
+
+/// One plain HTTP/1.0 GET of `/` straight to Tomcat; the body when the status is 200.
+fn get_page(addr: SocketAddr) -> Option<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    s.write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .ok()?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).ok()?;
+    let text = String::from_utf8(raw).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+}

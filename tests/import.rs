@@ -1,0 +1,594 @@
+//! `tether import`: mod_jk and WebSphere plug-in configs (fixtures written after the
+//! products' documentation) become tether YAML that `tether -t` accepts, with every
+//! setting that has no equivalent named in a comment.
+
+use serde_yaml::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/import")
+        .join(name)
+}
+
+fn scratch(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tether-import-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn tether(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tether"))
+        .args(args)
+        .output()
+        .expect("run tether")
+}
+
+/// Runs `tether import ARGS`, expecting success: the YAML text.
+fn import(args: &[&str]) -> String {
+    let mut all = vec!["import"];
+    all.extend_from_slice(args);
+    let out = tether(&all);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "tether import {args:?} failed:\n{stderr}"
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `tether -t -c` on the text as printed: must pass. Returns its stderr (warnings).
+fn check(yaml: &str, tag: &str) -> String {
+    let file = scratch(tag).join("tether.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let out = tether(&["-t", "-c", file.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "tether -t rejected the imported config:\n{stderr}\n---\n{yaml}"
+    );
+    stderr
+}
+
+fn parse(yaml: &str) -> Value {
+    serde_yaml::from_str(yaml).unwrap_or_else(|e| panic!("not YAML: {e}\n{yaml}"))
+}
+
+fn named<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list.as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"].as_str() == Some(name))
+        .unwrap_or_else(|| panic!("no `{name}` in {list:?}"))
+}
+
+/// (host, path, cluster, exclude, disabled) of a listener's routes.
+fn routes(listener: &Value) -> Vec<(String, String, String, bool, bool)> {
+    listener["routes"]
+        .as_sequence()
+        .map(|s| s.as_slice())
+        .unwrap_or(&[])
+        .iter()
+        .map(|r| {
+            (
+                r["host"].as_str().unwrap_or("").to_string(),
+                r["path"].as_str().unwrap().to_string(),
+                r["cluster"].as_str().unwrap().to_string(),
+                r["exclude"].as_bool().unwrap_or(false),
+                r["disabled"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect()
+}
+
+fn route(host: &str, path: &str, cluster: &str) -> (String, String, String, bool, bool) {
+    (host.into(), path.into(), cluster.into(), false, false)
+}
+
+fn comments(yaml: &str) -> String {
+    yaml.lines()
+        .filter_map(|l| l.split_once('#').map(|(_, c)| c))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn mod_jk_full() -> String {
+    import(&[
+        "mod_jk",
+        fixture("workers.properties").to_str().unwrap(),
+        fixture("uriworkermap.properties").to_str().unwrap(),
+        "--jkmount-from",
+        fixture("httpd.conf").to_str().unwrap(),
+    ])
+}
+
+#[test]
+fn mod_jk_workers_and_mounts_become_clusters_servers_and_routes() {
+    let yaml = mod_jk_full();
+    let doc = parse(&yaml);
+    let clusters = &doc["clusters"];
+    let names: Vec<&str> = clusters
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["shop", "intranet"],
+        "lb workers in order; status and template left out"
+    );
+
+    let shop = named(clusters, "shop");
+    assert_eq!(shop["sticky"], Value::Bool(true));
+    assert_eq!(shop["sticky_force"], Value::Bool(false));
+    assert_eq!(shop["max_attempts"].as_u64(), Some(3));
+    assert_eq!(shop["recover_after"].as_str(), Some("30s"));
+    assert_eq!(shop["balance"].as_str(), Some("least_inflight"));
+    assert_eq!(shop["session_cookie"].as_str(), Some("SHOPSESSION"));
+    assert_eq!(shop["session_path"].as_str(), Some("shopsession"));
+    assert_eq!(shop["fail_on_status"], parse("[503]"));
+    assert_eq!(shop["connect_timeout"].as_str(), Some("2500ms"));
+    assert_eq!(
+        shop["read_timeout"].as_str(),
+        Some("5m"),
+        "largest member reply_timeout"
+    );
+    assert_eq!(shop["idle_timeout"].as_str(), Some("10m"));
+    assert_eq!(shop["health_check"]["kind"].as_str(), Some("tcp"));
+    assert_eq!(shop["health_check"]["timeout"].as_str(), Some("2s"));
+
+    let servers = &shop["servers"];
+    assert_eq!(servers.as_sequence().unwrap().len(), 4);
+    let s1 = named(servers, "shop1");
+    assert_eq!(
+        s1["address"].as_str(),
+        Some("10.0.1.11:8009"),
+        "$(tc_net) and the template's port"
+    );
+    assert_eq!(s1["route"].as_str(), Some("shop1"));
+    assert_eq!(s1["weight"].as_u64(), Some(2));
+    assert_eq!(s1["domain"].as_str(), Some("rackA"));
+    let s2 = named(servers, "shop2");
+    assert_eq!(s2["weight"].as_u64(), Some(1), "lbfactor from the template");
+    assert_eq!(s2["state"].as_str(), Some("draining"));
+    assert_eq!(s2["redirect"].as_str(), Some("shop3"));
+    assert_eq!(named(servers, "shop3")["state"].as_str(), Some("stopped"));
+    let s4 = named(servers, "shop4");
+    assert_eq!(s4["backup"], Value::Bool(true), "higher distance");
+    assert!(s1["backup"].is_null());
+
+    let intranet = named(clusters, "intranet");
+    assert_eq!(
+        intranet["max_attempts"].as_u64(),
+        Some(16),
+        "retries=40 bounded"
+    );
+    let i1 = named(&intranet["servers"], "intra1");
+    assert_eq!(
+        i1["address"].as_str(),
+        Some("10.0.2.21:8109"),
+        "host:port in host"
+    );
+    assert_eq!(
+        named(&intranet["servers"], "intra2")["weight"].as_u64(),
+        Some(1000)
+    );
+
+    // AJP ports are kept, and said.
+    assert!(yaml.contains(
+        "address: \"10.0.1.11:8009\"   # REVIEW: was AJP port 8009: point this at the Tomcat HTTP connector"
+    ));
+    assert!(yaml.contains("was AJP port 8109"));
+
+    // One listener, `web`, with the mounts as routes and no default cluster.
+    let listeners = doc["listeners"].as_sequence().unwrap();
+    assert_eq!(listeners.len(), 1, "the https listener is commented out");
+    let web = &listeners[0];
+    assert_eq!(web["name"].as_str(), Some("web"));
+    assert_eq!(web["address"].as_str(), Some("0.0.0.0:80"));
+    assert!(web["cluster"].is_null());
+    let r = routes(web);
+    for want in [
+        route("", "/shop", "shop"),
+        route("", "/shop/*", "shop"),
+        route("", "/shop/api/*", "shop"),
+        route("", "/intranet/*", "intranet"),
+        route("", "*.jsp", "shop"),
+        route("www.example.com", "/cart", "shop"),
+        route("example.com", "/cart/*", "shop"),
+        ("".into(), "/shop/old/*".into(), "shop".into(), false, true),
+        (
+            "".into(),
+            "/shop/static/*".into(),
+            "shop".into(),
+            true,
+            false,
+        ),
+        ("".into(), "/*.gif".into(), "shop".into(), true, false),
+        ("".into(), "/*.gif".into(), "intranet".into(), true, false),
+        (
+            "www.example.com".into(),
+            "/cart/images/*".into(),
+            "shop".into(),
+            true,
+            false,
+        ),
+    ] {
+        assert!(r.contains(&want), "missing {want:?} in {r:?}");
+    }
+    assert!(
+        !r.iter()
+            .any(|x| x.1.contains("jk") && x.1.contains("status")),
+        "status worker mounts are no routes"
+    );
+    // The TLS virtual host's listener, commented out, with its certificate paths.
+    for line in [
+        "#   - name: https",
+        "#     address: \"0.0.0.0:443\"",
+        "#       cert: /etc/ssl/certs/www.example.com.pem",
+        "#       - { host: \"www.example.com\", path: \"/checkout/*\", cluster: shop }",
+    ] {
+        assert!(yaml.contains(line), "no `{line}` in\n{yaml}");
+    }
+    let warnings = check(&yaml, "jk-full");
+    println!("tether -t warnings:\n{warnings}");
+}
+
+#[test]
+fn mod_jk_settings_without_an_equivalent_are_named_in_comments() {
+    let yaml = mod_jk_full();
+    let notes = comments(&yaml);
+    // Every worker directive of the fixture is in the output, as a field's note or a
+    // comment, except those that became the structure (type, members, address).
+    let text = std::fs::read_to_string(fixture("workers.properties")).unwrap();
+    let structural = ["type", "balance_workers", "host", "port", "reference"];
+    for line in text.lines().filter(|l| l.starts_with("worker.")) {
+        let (key, value) = line.split_once('=').unwrap();
+        let parts: Vec<&str> = key.splitn(3, '.').collect();
+        match parts.as_slice() {
+            ["worker", "list"] => continue,
+            ["worker", global] => {
+                assert!(
+                    notes.contains(&format!("worker.{global}={value}")),
+                    "{line}"
+                )
+            }
+            ["worker", "legacy" | "jkstatus", _] => {}
+            ["worker", w, d] if !structural.contains(d) => {
+                let direct = format!("worker.{w}.{d}={value}");
+                let inherited = format!(".{d}={value} (from worker.{w})");
+                assert!(
+                    notes.contains(&direct) || notes.contains(&inherited),
+                    "`{line}` is not named in a comment:\n{notes}"
+                );
+            }
+            _ => {}
+        }
+    }
+    for needle in [
+        "worker.shop.lock=P: tether shares no memory",
+        "worker.shop1.secret=s3cret (from worker.tomcat_tpl)",
+        "-404 (a 503 without marking the server down) has no tether equivalent",
+        "worker.intranet.method=Session",
+        "status worker `jkstatus`",
+        "admin API",
+        "ps=\\,",
+        "worker `tomcat_tpl` (line 17) is a template",
+        "worker `legacy` (line 83) is neither in worker.list",
+        "rule extensions `reply_timeout=300000`",
+        "JkLogFile /var/log/apache2/mod_jk.log",
+        "JkShmFile",
+        "JkWatchdogInterval 60: no tether equivalent",
+        "/jk-status=jkstatus: the status worker",
+    ] {
+        assert!(
+            notes.contains(needle),
+            "no `{needle}` in the comments:\n{notes}"
+        );
+    }
+}
+
+#[test]
+fn mod_jk_without_mounts_sends_every_request_to_a_cluster() {
+    // Like Debian's default: one AJP worker in worker.list, a load balancer over it that
+    // is not listed, `ps=\` and `$(var)`.
+    let dir = scratch("jk-minimal");
+    let file = dir.join("workers.properties");
+    std::fs::write(
+        &file,
+        "\
+# minimal mod_jk setup
+tomcat_host=127.0.0.1
+ps=\\
+worker.list=tc
+worker.tc.port=8009
+worker.tc.host=$(tomcat_host)
+worker.tc.type=ajp13
+worker.tc.lbfactor=1
+worker.balancer.type=lb
+worker.balancer.balance_workers=tc
+",
+    )
+    .unwrap();
+    let yaml = import(&["mod_jk", file.to_str().unwrap()]);
+    let doc = parse(&yaml);
+    let web = &doc["listeners"][0];
+    assert_eq!(
+        web["cluster"].as_str(),
+        Some("tc"),
+        "mod_jk serves the workers of worker.list"
+    );
+    assert!(web["routes"].is_null());
+    assert_eq!(doc["clusters"][0]["name"].as_str(), Some("balancer"));
+    assert_eq!(
+        doc["clusters"][0]["servers"][0]["address"].as_str(),
+        Some("127.0.0.1:8009")
+    );
+    assert_eq!(
+        doc["clusters"][1]["name"].as_str(),
+        Some("tc"),
+        "listed worker on its own"
+    );
+    assert!(yaml.contains("`balancer` is not in worker.list"));
+    check(&yaml, "jk-minimal");
+}
+
+fn websphere_full() -> String {
+    import(&["websphere", fixture("plugin-cfg.xml").to_str().unwrap()])
+}
+
+#[test]
+fn websphere_plugin_cfg_becomes_websphere_clusters_and_routes() {
+    let yaml = websphere_full();
+    let doc = parse(&yaml);
+    assert_eq!(doc["watch_config"].as_str(), Some("1m"), "RefreshInterval");
+    let clusters = &doc["clusters"];
+    let shop = named(clusters, "ShopCluster");
+    assert_eq!(shop["session_style"].as_str(), Some("websphere"));
+    assert_eq!(shop["balance"].as_str(), Some("weighted"));
+    assert_eq!(shop["recover_after"].as_str(), Some("30s"));
+    assert_eq!(shop["connect_timeout"].as_str(), Some("5s"));
+    assert_eq!(shop["read_timeout"].as_str(), Some("15m"));
+    assert_eq!(shop["tls"]["verify"], Value::Bool(true));
+    assert!(
+        shop["tls"]["sni"].as_str().is_some(),
+        "servers addressed by IP need a name"
+    );
+    let n1 = named(&shop["servers"], "node1_shop1");
+    assert_eq!(
+        n1["address"].as_str(),
+        Some("10.0.3.11:9443"),
+        "the https transport"
+    );
+    assert_eq!(n1["clone_id"].as_str(), Some("1a2b3c4d"));
+    assert_eq!(n1["weight"].as_u64(), Some(2));
+    assert!(n1["backup"].is_null());
+    assert_eq!(
+        named(&shop["servers"], "node3_shop1")["backup"],
+        Value::Bool(true)
+    );
+
+    let intra = named(clusters, "Intranet_Cluster");
+    assert_eq!(intra["session_style"].as_str(), Some("websphere"));
+    assert_eq!(intra["session_cookie"].as_str(), Some("INTRASESSION"));
+    assert_eq!(intra["session_path"].as_str(), Some("intrasession"));
+    assert_eq!(intra["websphere"]["clone_separator"].as_str(), Some("+"));
+    assert_eq!(intra["recover_after"].as_str(), Some("1m"));
+    assert_eq!(intra["read_timeout"].as_str(), Some("2m"));
+    assert!(intra["tls"].is_null());
+    let i1 = named(&intra["servers"], "node1_intra1");
+    assert_eq!(i1["address"].as_str(), Some("10.0.4.21:9081"));
+    assert_eq!(
+        i1["state"].as_str(),
+        Some("draining"),
+        "LoadBalanceWeight 0"
+    );
+    assert_eq!(
+        named(&intra["servers"], "node2_intra1")["weight"].as_u64(),
+        Some(30)
+    );
+    assert!(yaml.contains("named `Intranet Cluster` in the source"));
+
+    let listeners = doc["listeners"].as_sequence().unwrap();
+    assert_eq!(listeners.len(), 1);
+    let r = routes(&listeners[0]);
+    assert_eq!(r.len(), 12, "{r:?}");
+    for want in [
+        route("www.example.com:80", "/shop/*", "ShopCluster"),
+        route("*.shop.example.com", "/shop", "ShopCluster"),
+        route("www.example.com:80", "*.jsp", "ShopCluster"),
+        route("*:80", "/intranet/*", "Intranet_Cluster"),
+        route("*:9080", "/snoop", "Intranet_Cluster"),
+    ] {
+        assert!(r.contains(&want), "missing {want:?} in {r:?}");
+    }
+    assert!(
+        !r.iter().any(|x| x.0.ends_with(":443")),
+        "port 443 hosts go to the https listener"
+    );
+    for line in [
+        "#   - name: https",
+        "#       - { host: \"www.example.com:443\", path: \"/shop/*\", cluster: ShopCluster }",
+        "#       - { host: \"*:443\", path: \"/snoop\", cluster: Intranet_Cluster }",
+    ] {
+        assert!(yaml.contains(line), "no `{line}` in\n{yaml}");
+    }
+    let warnings = check(&yaml, "ws-full");
+    assert!(!warnings.contains("warning"), "{warnings}");
+}
+
+#[test]
+fn websphere_settings_without_an_equivalent_are_named_in_comments() {
+    let yaml = websphere_full();
+    let notes = comments(&yaml);
+    let xml = std::fs::read_to_string(fixture("plugin-cfg.xml")).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    for n in doc.descendants().filter(|n| {
+        n.has_tag_name("Config") || n.has_tag_name("ServerCluster") || n.has_tag_name("Server")
+    }) {
+        for a in n.attributes() {
+            if matches!(a.name(), "Name" | "CloneID") {
+                continue;
+            }
+            let said = format!("{}=\"{}\"", a.name(), a.value());
+            assert!(
+                notes.contains(&said),
+                "`{said}` is not named in a comment:\n{notes}"
+            );
+        }
+    }
+    for needle in [
+        "<Log LogLevel=\"Error\"",
+        "<Property Name=\"ESIEnable\" Value=\"true\">",
+        "<RequestMetrics",
+        "plugin-key.kdb",
+        "REVIEW: the plug-in checked the servers' certificates with the keyring",
+        "ca: /etc/tether/ShopCluster-ca.pem",
+        "REVIEW: the servers are addressed by IP",
+        "LoadBalance=\"Random\": tether balances new sessions by weight",
+    ] {
+        assert!(
+            notes.contains(needle),
+            "no `{needle}` in the comments:\n{notes}"
+        );
+    }
+}
+
+#[test]
+fn malformed_input_is_an_error_with_its_file_and_line() {
+    let dir = scratch("malformed");
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let good = write(
+        "good.properties",
+        "worker.list=lb\nworker.lb.type=lb\nworker.lb.balance_workers=a\nworker.a.host=127.0.0.1\n",
+    );
+    let cases: Vec<(Vec<String>, String, &str)> = vec![
+        (
+            vec!["mod_jk".into(), write("w1.properties", "# ok\nworker.list=lb\nworker.lb.type lb\n")],
+            "w1.properties:3:".into(),
+            "expected `name=value`",
+        ),
+        (
+            vec!["mod_jk".into(), write("w2.properties", "worker.a.host=$(nowhere_defined_var)\n")],
+            "w2.properties:1:".into(),
+            "not defined",
+        ),
+        (
+            vec!["mod_jk".into(), write("w3.properties", "\nworker.a.reference=worker.b\nworker.b.reference=worker.a\n")],
+            "w3.properties:3:".into(),
+            "loop",
+        ),
+        (
+            vec!["mod_jk".into(), write("w4.properties", "worker.a.host=h\nworker.a.port=80x\nworker.list=a\n")],
+            "w4.properties:2:".into(),
+            "not a port",
+        ),
+        (
+            vec!["mod_jk".into(), good.clone(), write("u.properties", "/a=lb\n\nshop/*=lb\n")],
+            "u.properties:3:".into(),
+            "must start with `/`",
+        ),
+        (
+            vec!["mod_jk".into(), good.clone(), "--jkmount-from".into(), write("h.conf", "<VirtualHost *:80>\n  JkMount /a b c\n</VirtualHost>\n")],
+            "h.conf:2:".into(),
+            "JkMount takes a URI pattern and a worker",
+        ),
+        (
+            vec!["websphere".into(), write("p1.xml", "<Config>\n <ServerCluster Name=\"c\">\n</Config>\n")],
+            "p1.xml:3:".into(),
+            "not well-formed XML",
+        ),
+        (
+            vec!["websphere".into(), write("p2.xml", "<Config>\n <ServerCluster Name=\"c\">\n  <Server Name=\"s\">\n   <Transport Hostname=\"h\" Port=\"x\"/>\n  </Server>\n </ServerCluster>\n</Config>\n")],
+            "p2.xml:4:".into(),
+            "is not a port",
+        ),
+        (
+            vec!["websphere".into(), write("p3.xml", "<Config>\n <ServerCluster Name=\"c\">\n  <Server Name=\"s\"><Transport Hostname=\"h\" Port=\"1\"/></Server>\n </ServerCluster>\n <Route ServerCluster=\"c\" UriGroup=\"nope\"/>\n</Config>\n")],
+            "p3.xml:5:".into(),
+            "UriGroup `nope`",
+        ),
+    ];
+    for (args, at, needle) in cases {
+        let mut all = vec!["import"];
+        all.extend(args.iter().map(String::as_str));
+        let out = tether(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?} printed a config");
+        assert!(stderr.contains(&at), "{args:?}: no `{at}` in {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "{args:?}: no `{needle}` in {stderr}"
+        );
+    }
+}
+
+#[test]
+fn websphere_mixed_transports_missing_clone_ids_and_only_https_hosts() {
+    let dir = scratch("ws-edge");
+    let file = dir.join("plugin-cfg.xml");
+    // ISO-8859-1, as WebSphere writes it: the comment has a Latin-1 `é`.
+    let mut xml =
+        b"<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><!-- g\xe9n\xe9r\xe9 -->\n".to_vec();
+    xml.extend_from_slice(
+        br#"<Config RefreshInterval="0">
+   <VirtualHostGroup Name="secure">
+      <VirtualHost Name="*:443"/>
+   </VirtualHostGroup>
+   <ServerCluster Name="apps" LoadBalance="Round Robin">
+      <Server Name="a1" CloneID="c1">
+         <Transport Hostname="127.0.0.1" Port="9080" Protocol="http"/>
+      </Server>
+      <Server Name="a2" CloneID="c2">
+         <Transport Hostname="localhost" Port="9443" Protocol="https"/>
+      </Server>
+   </ServerCluster>
+   <ServerCluster Name="solo">
+      <Server Name="server1">
+         <Transport Hostname="localhost" Port="9444" Protocol="https"/>
+      </Server>
+   </ServerCluster>
+   <UriGroup Name="u"><Uri Name="/apps/*"/><Uri Name="relative"/></UriGroup>
+   <UriGroup Name="s"><Uri Name="/solo/*"/></UriGroup>
+   <Route ServerCluster="apps" UriGroup="u" VirtualHostGroup="secure"/>
+   <Route ServerCluster="solo" UriGroup="s"/>
+</Config>
+"#,
+    );
+    std::fs::write(&file, xml).unwrap();
+    let yaml = import(&["websphere", file.to_str().unwrap()]);
+    let doc = parse(&yaml);
+    let apps = named(&doc["clusters"], "apps");
+    assert_eq!(apps["session_style"].as_str(), Some("websphere"));
+    assert!(apps["tls"].is_null(), "not every server has https: http");
+    let a2 = named(&apps["servers"], "a2");
+    assert_eq!(a2["address"].as_str(), Some("localhost:9443"));
+    assert!(yaml.contains("REVIEW: only a https transport, but the cluster speaks http"));
+    let solo = named(&doc["clusters"], "solo");
+    assert!(solo["session_style"].is_null(), "a server without CloneID");
+    assert_eq!(solo["tls"]["verify"], Value::Bool(true));
+    assert!(
+        solo["tls"]["sni"].is_null(),
+        "addressed by name: its own name is checked"
+    );
+    assert!(yaml.contains("REVIEW: not every Server has a CloneID"));
+    let web = &doc["listeners"][0];
+    assert_eq!(
+        routes(web),
+        [route("", "/solo/*", "solo")],
+        "no VirtualHostGroup: any host"
+    );
+    assert!(yaml.contains("#       - { host: \"*:443\", path: \"/apps/*\", cluster: apps }"));
+    assert!(yaml.contains("Uri Name=\"relative\"") && yaml.contains("left out"));
+    assert!(doc["watch_config"].is_null());
+    assert!(yaml.contains("Config RefreshInterval=\"0\": no tether equivalent"));
+    check(&yaml, "ws-edge");
+}
