@@ -101,7 +101,11 @@ pub struct RouteTable {
     entries: Vec<Entry>,
     /// Exact paths → entries, most specific host first.
     exact: HashMap<Box<[u8]>, Vec<usize>>,
-    /// Wildcard entries in precedence order.
+    /// Wildcard entries whose pattern starts with a whole literal segment (`/shop/...`),
+    /// by that segment, each list in precedence order: a request only looks at the list of
+    /// its own first segment...
+    wild_by_segment: HashMap<Box<[u8]>, Vec<usize>>,
+    /// ...and at these (`/*.css`, `/shop*`), in precedence order.
     wild: Vec<usize>,
     /// Exclusion entries.
     exclusions: Vec<usize>,
@@ -117,7 +121,10 @@ impl RouteTable {
             if r.exclude {
                 t.exclusions.push(e);
             } else if glob::has_wildcards(r.path.as_bytes()) {
-                t.wild.push(e);
+                match literal_first_segment(r.path.as_bytes()) {
+                    Some(seg) => t.wild_by_segment.entry(seg.into()).or_default().push(e),
+                    None => t.wild.push(e),
+                }
             } else {
                 t.exact.entry(r.path.as_bytes().into()).or_default().push(e);
             }
@@ -130,15 +137,20 @@ impl RouteTable {
         for list in t.exact.values_mut() {
             list.sort_by_key(key);
         }
-        t.wild.sort_by_key(|&e| {
-            let en = &entries[e];
-            (
-                std::cmp::Reverse(glob::literal_len(&en.path)),
-                std::cmp::Reverse(en.host_rank()),
-                en.index,
-            )
-        });
+        let wild_key = |&e: &usize| precedence(&entries[e]);
+        t.wild.sort_by_key(wild_key);
+        for list in t.wild_by_segment.values_mut() {
+            list.sort_by_key(wild_key);
+        }
         t
+    }
+
+    /// The first entry of `list` (in precedence order) that takes the request.
+    fn first_wild(&self, list: &[usize], host: &[u8], port: u16, path: &[u8]) -> Option<usize> {
+        list.iter().copied().find(|&e| {
+            let en = &self.entries[e];
+            en.host_matches(host, port) && glob::matches(&en.path, path)
+        })
     }
 
     pub fn is_empty(&self) -> bool {
@@ -164,10 +176,22 @@ impl RouteTable {
                 .find(|e| e.host_matches(host, port))
         });
         let winner = exact.or_else(|| {
-            self.wild
-                .iter()
-                .map(|&e| &self.entries[e])
-                .find(|e| e.host_matches(host, port) && glob::matches(&e.path, path))
+            let by_segment = request_first_segment(path)
+                .and_then(|seg| self.wild_by_segment.get(seg))
+                .and_then(|list| self.first_wild(list, host, port, path));
+            let generic = self.first_wild(&self.wild, host, port, path);
+            // The better of the two by the same precedence.
+            match (by_segment, generic) {
+                (Some(a), Some(b)) => {
+                    let (ea, eb) = (&self.entries[a], &self.entries[b]);
+                    Some(if precedence(ea) <= precedence(eb) {
+                        ea
+                    } else {
+                        eb
+                    })
+                }
+                (a, b) => a.or(b).map(|e| &self.entries[e]),
+            }
         });
         let Some(w) = winner else {
             return Found::None;
@@ -184,6 +208,38 @@ impl RouteTable {
         }
         Found::Route(w.index)
     }
+}
+
+/// Wildcard precedence: more literal characters, then the more specific host, then the
+/// file's order (smaller sorts first).
+fn precedence(
+    e: &Entry,
+) -> (
+    std::cmp::Reverse<usize>,
+    std::cmp::Reverse<(u8, usize, bool)>,
+    usize,
+) {
+    (
+        std::cmp::Reverse(glob::literal_len(&e.path)),
+        std::cmp::Reverse(e.host_rank()),
+        e.index,
+    )
+}
+
+/// `shop` of a pattern `/shop/...` whose first segment is literal and complete.
+fn literal_first_segment(pattern: &[u8]) -> Option<&[u8]> {
+    let rest = pattern.strip_prefix(b"/")?;
+    let end = rest.iter().position(|&b| b == b'/')?;
+    let seg = &rest[..end];
+    (!seg.is_empty() && !glob::has_wildcards(seg)).then_some(seg)
+}
+
+/// `shop` of a request path `/shop/...` (only a segment followed by `/` can match a
+/// pattern indexed by its segment).
+fn request_first_segment(path: &[u8]) -> Option<&[u8]> {
+    let rest = path.strip_prefix(b"/")?;
+    let end = rest.iter().position(|&b| b == b'/')?;
+    Some(&rest[..end])
 }
 
 /// The path without `;parameters` (mod_jk matches without them). Borrowed when there is

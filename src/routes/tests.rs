@@ -68,3 +68,15 @@ fn the_file_order_breaks_ties() {
     let t = RouteTable::new(&routes);
     assert_eq!(t.find(b"h", 80, b"/a/x"), Found::Route(0));
 }
+
+#[test]
+fn indexed_and_generic_wildcards_compete_by_the_same_rule() {
+    // `/shop*/cart/*` is generic (its first segment has a wildcard) but has more literal
+    // characters than the indexed `/shop/*`: it wins where both match.
+    let routes = vec![route(None, "/shop/*", 0), route(None, "/shop*/cart/*", 1)];
+    let t = RouteTable::new(&routes);
+    assert_eq!(t.find(b"h", 80, b"/shop/cart/x"), Found::Route(1));
+    assert_eq!(t.find(b"h", 80, b"/shop/other"), Found::Route(0));
+    assert_eq!(t.find(b"h", 80, b"/shopping/cart/x"), Found::Route(1));
+    assert_eq!(t.find(b"h", 80, b"/shopping/x"), Found::None);
+}
