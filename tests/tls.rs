@@ -115,7 +115,15 @@ async fn tls_with_sni_alpn_and_what_the_server_is_told() {
     assert!(served_subject(t.addr, None).contains("a.test"));
     // Plain HTTP to the TLS port: no answer, counted.
     let _ = tether::sim::send_raw(t.addr, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n").await;
-    let scrape = common::scrape(t.metrics.unwrap()).await;
+    // The client may see the alert before tether counted the failure: scrape until it did.
+    let mut scrape = String::new();
+    for _ in 0..50 {
+        scrape = common::scrape(t.metrics.unwrap()).await;
+        if scrape.contains(r#"result="plain_http""#) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     for series in [
         r#"tether_tls_handshakes_total{listener="web",result="ok"}"#,
         r#"tether_tls_handshakes_total{listener="web",result="plain_http"}"#,
