@@ -8,6 +8,7 @@ mod body;
 mod ctx;
 mod forwarded;
 mod plugins;
+mod request;
 mod request_checks;
 mod respond;
 mod secure;
@@ -61,61 +62,6 @@ impl TetherProxy {
 /// Most informational (1xx) responses relayed for one request; a server sending more is
 /// treated as broken (502), so it cannot keep a client busy with an endless stream.
 const MAX_INFORMATIONAL: u8 = 16;
-
-/// The request's host (without port) and port: from `Host` (or the URI's authority, as
-/// HTTP/2 sends it), the port defaulting to the listener's.
-fn request_host(req: &RequestHeader, listener_port: u16) -> (&[u8], u16) {
-    let host = req
-        .headers
-        .get(http::header::HOST)
-        .map(|h| h.as_bytes())
-        .or_else(|| req.uri.authority().map(|a| a.as_str().as_bytes()))
-        .unwrap_or_default();
-    if host.starts_with(b"[") {
-        if let Some(end) = host.iter().position(|&b| b == b']') {
-            let port = host[end + 1..]
-                .strip_prefix(b":")
-                .and_then(|p| std::str::from_utf8(p).ok()?.parse().ok());
-            return (&host[..=end], port.unwrap_or(listener_port));
-        }
-    }
-    match host.iter().rposition(|&b| b == b':') {
-        Some(colon) => {
-            let port = std::str::from_utf8(&host[colon + 1..])
-                .ok()
-                .and_then(|p| p.parse().ok());
-            (&host[..colon], port.unwrap_or(listener_port))
-        }
-        None => (host, listener_port),
-    }
-}
-
-/// A refusal tether decides (no server left, `sticky_force`) is an expected outcome:
-/// counted (`tether_routing_decisions_total{outcome="rejected"}`) and logged at warning
-/// level, at most once a second with the count.
-fn log_refusal(router: &crate::routing::ClusterRouter, reason: Reject) {
-    static EVERY: crate::logging::Every = crate::logging::Every::new(1000);
-    if let Some(n) = EVERY.due(now_ms()) {
-        let why = match reason {
-            Reject::StickyForce => {
-                "the session's server cannot take it and sticky_force forbids failover"
-            }
-            Reject::NoServer => "no server can take it",
-        };
-        warn!(
-            "cluster {}: request refused with 503: {why} ({n} refused since the last such line)",
-            router.name
-        );
-    }
-}
-
-/// Bytes of the request head as it arrived (0 when Pingora does not keep them).
-fn head_size(session: &Session) -> usize {
-    session
-        .as_downstream()
-        .as_http1()
-        .map_or(0, |h| h.get_headers_raw_bytes().len())
-}
 
 /// Only idempotent requests whose body is still fully buffered may be sent again.
 fn retry_allowed(session: &Session) -> bool {
@@ -179,7 +125,7 @@ impl ProxyHttp for TetherProxy {
             respond::to_https(session, redirect).await?;
             return Ok(true);
         }
-        if head_size(session) > ctx.limits.max_request_head {
+        if request::head_size(session) > ctx.limits.max_request_head {
             ctx.metrics = default.map(|d| snapshot.metrics[d].clone());
             crate::metrics::client_closed(&self.name, "request_head_too_large");
             respond::plain(session, 431, respond::error_body(431), Conn::Close).await?;
@@ -201,7 +147,7 @@ impl ProxyHttp for TetherProxy {
                 .and_then(|a| a.as_inet())
                 .map_or(0, |a| a.port());
             let req = session.req_header();
-            let (host, port) = request_host(req, port);
+            let (host, port) = request::request_host(req, port);
             let found = listener_routes
                 .table
                 .find(host, port, req.uri.path().as_bytes());
@@ -274,7 +220,7 @@ impl ProxyHttp for TetherProxy {
             Decision::Reject(reason) => {
                 ctx.rejected = Some(reason);
                 if let Some(router) = &ctx.router {
-                    log_refusal(router, reason);
+                    request::log_refusal(router, reason);
                 }
                 respond::plain(session, 503, reason.body(), Conn::KeepAlive).await?;
                 Ok(true)
@@ -321,7 +267,7 @@ impl ProxyHttp for TetherProxy {
             Decision::Reject(reason) => {
                 ctx.rejected = Some(reason);
                 if let Some(router) = &ctx.router {
-                    log_refusal(router, reason);
+                    request::log_refusal(router, reason);
                 }
                 return Err(Error::explain(ErrorType::HTTPStatus(503), reason.body()));
             }
