@@ -13,6 +13,7 @@ mod operations;
 pub mod pem;
 mod raw;
 mod routes;
+pub mod shared_state;
 mod tls;
 mod validate;
 

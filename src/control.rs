@@ -49,6 +49,8 @@ pub struct Control {
     path: Option<PathBuf>,
     /// Serialises changes that rebuild the snapshot (reload, weight), so none is lost.
     rebuild: Mutex<()>,
+    /// The fleet this instance shares operators' changes with, if any.
+    fleet: once_cell::sync::OnceCell<Arc<crate::fleet::Fleet>>,
 }
 
 impl Control {
@@ -60,7 +62,82 @@ impl Control {
             snapshot,
             path,
             rebuild: Mutex::new(()),
+            fleet: Default::default(),
         }
+    }
+
+    /// Shares operators' changes with `fleet` from now on.
+    pub fn join_fleet(&self, fleet: Arc<crate::fleet::Fleet>) {
+        let _ = self.fleet.set(fleet);
+    }
+
+    /// Tells the fleet (if any) what `cluster/server` is now.
+    fn publish(&self, cluster: &str, server: &str) {
+        let Some(fleet) = self.fleet.get() else {
+            return;
+        };
+        let now = self.with_server(cluster, server, |s| {
+            (s.live.is_overridden()).then(|| (s.live.state(), s.live.weight()))
+        });
+        if let Ok(now) = now {
+            let (state, weight) = now.map_or((None, 0), |(s, w)| (Some(s), w));
+            fleet.server_changed(cluster, server, state, weight);
+        }
+    }
+
+    /// Applies an operator's change made through another instance of the fleet: run-time
+    /// `state` and weight, or back to the file's values (`None`). Returns whether anything
+    /// changed; never published again.
+    pub fn apply_shared(
+        &self,
+        cluster: &str,
+        server: &str,
+        change: Option<(ServerState, u32)>,
+    ) -> Result<bool, ControlError> {
+        let _guard = self.rebuild.lock().unwrap_or_else(|e| e.into_inner());
+        let config = self.config.load_full();
+        let file = config
+            .clusters
+            .iter()
+            .find(|c| c.name == cluster)
+            .and_then(|c| c.servers.iter().find(|s| s.name == server))
+            .map(|s| (s.state, s.weight));
+        let (changed, reweighted) = self.with_server(cluster, server, |slot| {
+            let before = (
+                slot.live.state(),
+                slot.live.weight(),
+                slot.live.is_overridden(),
+            );
+            match change {
+                Some((state, weight)) => {
+                    slot.live.override_state(state);
+                    slot.live.override_weight(weight);
+                }
+                None => {
+                    slot.live.clear_override();
+                    if let Some((state, weight)) = file {
+                        slot.live.apply_config(state, weight);
+                    }
+                }
+            }
+            let after = (
+                slot.live.state(),
+                slot.live.weight(),
+                slot.live.is_overridden(),
+            );
+            (before != after, before.1 != after.1)
+        })?;
+        if reweighted {
+            let current = self.snapshot.load_full();
+            let mut next = Snapshot::build(&config, Some(&current));
+            next.upstream_tls = current.upstream_tls.clone();
+            self.bind_listeners(&mut next, &config, &current, None);
+            self.snapshot.store(Arc::new(next));
+        }
+        if changed {
+            self.save_overrides();
+        }
+        Ok(changed)
     }
 
     pub fn snapshot(&self) -> &SharedSnapshot {
@@ -113,6 +190,7 @@ impl Control {
             before
         })?;
         self.save_overrides();
+        self.publish(cluster, server);
         Ok(before)
     }
 
@@ -140,6 +218,7 @@ impl Control {
         self.bind_listeners(&mut next, &config, &current, None);
         self.snapshot.store(Arc::new(next));
         self.save_overrides();
+        self.publish(cluster, server);
         Ok(before)
     }
 
@@ -201,22 +280,28 @@ impl Control {
         if let Some((cluster, server)) = target {
             self.with_server(cluster, server, |_| ())?;
         }
-        let mut n = 0;
+        let mut dropped = Vec::new();
         for (router, c) in current.clusters.iter().zip(&config.clusters) {
             for (slot, s) in router.servers().iter().zip(&c.servers) {
                 let wanted = target.is_none_or(|(tc, ts)| tc == c.name && ts == s.name);
                 if wanted && slot.live.is_overridden() {
                     slot.live.clear_override();
                     slot.live.apply_config(s.state, s.weight);
-                    n += 1;
+                    dropped.push((c.name.clone(), s.name.clone()));
                 }
             }
         }
+        let n = dropped.len();
         let mut next = Snapshot::build(&config, Some(&current));
         next.upstream_tls = current.upstream_tls.clone();
         self.bind_listeners(&mut next, &config, &current, None);
         self.snapshot.store(Arc::new(next));
         self.save_overrides();
+        if let Some(fleet) = self.fleet.get() {
+            for (c, s) in &dropped {
+                fleet.server_changed(c, s, None, 0);
+            }
+        }
         Ok(n)
     }
 
@@ -344,6 +429,7 @@ impl Control {
                             "requests": s.live.requests(),
                             "failures": s.live.failures(),
                             "runtime_override": overrides,
+                            "fleet_change": self.fleet.get().and_then(|f| f.server_status(&r.name, &s.config.name)),
                         })
                     })
                     .collect();
@@ -364,7 +450,8 @@ impl Control {
                 })
             })
             .collect();
-        serde_json::json!({ "clusters": clusters })
+        let fleet = self.fleet.get().map(|f| f.status());
+        serde_json::json!({ "clusters": clusters, "fleet": fleet })
     }
 }
 
@@ -462,6 +549,9 @@ fn fixed_at_start(old: &Config, new: &Config) -> Vec<String> {
     }
     if old.access_log != new.access_log {
         out.push("access_log".to_string());
+    }
+    if old.shared_state != new.shared_state {
+        out.push("shared_state".to_string());
     }
     out
 }

@@ -58,6 +58,9 @@ pub struct HealthChecker {
     snapshot: SharedSnapshot,
     /// Per (cluster, server): only this service's task touches it.
     streaks: Mutex<HashMap<(String, String), Streak>>,
+    /// The fleet's health hints: servers this instance marks down are published, servers
+    /// others marked down are checked at the next tick (`fleet/hints.rs`).
+    fleet: Option<Arc<crate::fleet::Fleet>>,
 }
 
 /// Builds the pingora-load-balancing check for a cluster's settings.
@@ -122,7 +125,14 @@ impl HealthChecker {
         HealthChecker {
             snapshot,
             streaks: Mutex::default(),
+            fleet: None,
         }
+    }
+
+    /// Shares down marks with `fleet` as hints.
+    pub fn with_fleet(mut self, fleet: Option<Arc<crate::fleet::Fleet>>) -> Self {
+        self.fleet = fleet;
+        self
     }
 
     /// Runs every check that is due, then applies the results.
@@ -132,6 +142,12 @@ impl HealthChecker {
         let mut due = Vec::new();
         {
             let mut streaks = self.streaks.lock().unwrap_or_else(|e| e.into_inner());
+            // Another instance marked these down: check them now, not at their interval.
+            for key in self.fleet.iter().flat_map(|f| f.hints.take_inbox()) {
+                if let Some(streak) = streaks.get_mut(&key) {
+                    streak.next_due = None;
+                }
+            }
             let mut alive = std::collections::HashSet::new();
             for router in snapshot.clusters.iter() {
                 let Some(hc) = router.health_check() else {
@@ -163,19 +179,24 @@ impl HealthChecker {
             let Some(streak) = streaks.get_mut(&key) else {
                 continue;
             };
-            apply(hc, &router.name, slot, streak, result);
+            if apply(hc, &router.name, slot, streak, result) {
+                if let Some(f) = &self.fleet {
+                    f.hints.marked_down(&router.name, &slot.config.name);
+                }
+            }
         }
     }
 }
 
-/// Counts the result and flips health when a threshold is reached.
+/// Counts the result and flips health when a threshold is reached; true when it marked
+/// the server down.
 fn apply(
     hc: &HealthCheck,
     cluster: &str,
     slot: &ServerSlot,
     streak: &mut Streak,
     result: Result<(), String>,
-) {
+) -> bool {
     let name = &slot.config.name;
     match result {
         Ok(()) => {
@@ -194,9 +215,11 @@ fn apply(
             let up = slot.live.health() == Health::Up;
             if streak.failures >= hc.fall && up && slot.live.mark_down(now_ms()) {
                 warn!("cluster {cluster} server {name}: health check failed {} times ({reason}): down", streak.failures);
+                return true;
             }
         }
     }
+    false
 }
 
 #[async_trait]

@@ -7,6 +7,7 @@ pub mod config;
 pub mod control;
 pub mod demo;
 pub mod fast_stop;
+pub mod fleet;
 pub mod health;
 pub mod import;
 pub mod listener;

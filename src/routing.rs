@@ -18,7 +18,7 @@ mod wspt;
 pub use clock::{ms_at, now_ms};
 pub use decision::{Decision, Outcome, Reject};
 pub use live::{Health, ServerLive};
-pub use partitions::{clone_tag, partition_key, Insert, PartitionTable};
+pub use partitions::{clone_tag, partition_key, wall_ms, Change, Insert, PartitionTable};
 pub use router::learn::Learned;
 pub use router::{ClusterRouter, ServerSlot, Timeouts};
 pub use session_id::{cookie_values, path_parameter, MAX_SESSION_ID_LEN};

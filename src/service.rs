@@ -146,8 +146,9 @@ pub fn build_server(
         }
         None => None,
     };
+    let fleet = config.shared_state.clone().map(crate::fleet::Fleet::new);
     if config.clusters.iter().any(|c| c.health_check.is_some()) {
-        let checker = HealthChecker::new(snapshot.clone());
+        let checker = HealthChecker::new(snapshot.clone()).with_fleet(fleet.clone());
         server.add_service(background_service("health checks", checker));
     }
     for (i, listener) in config.listeners.iter().enumerate() {
@@ -204,6 +205,13 @@ pub fn build_server(
     let watch = config.watch_config.zip(path.clone());
     let has_file = path.is_some();
     let control = Arc::new(Control::new(config, snapshot, path));
+    if let Some(fleet) = fleet {
+        // Before listening: the first requests see the fleet's tables and server states.
+        control.join_fleet(fleet.clone());
+        crate::fleet::load_at_start(&fleet, &control);
+        let sync = crate::fleet::FleetSync::new(fleet, control.clone());
+        server.add_service(background_service("fleet", sync));
+    }
     if let Some(admin) = admin {
         let mut service = Service::new(
             "tether admin".to_string(),

@@ -307,6 +307,7 @@ fn the_example_config_parses_to_what_it_documents() {
     };
     let expected = Config {
         warnings: vec![],
+        shared_state: None,
         server: ServerSettings {
             pid_file: "/tmp/tether.pid".into(),
             upgrade_sock: "/tmp/tether_upgrade.sock".into(),

@@ -35,6 +35,8 @@ pub struct Config {
     pub access_log: Option<AccessLogSettings>,
     /// Reload when the config file changes, looking this often; off when absent.
     pub watch_config: Option<Duration>,
+    /// The Redis a fleet of tethers shares state through; off when absent.
+    pub shared_state: Option<super::shared_state::SharedState>,
 }
 
 /// The access log (`access_log:`).

@@ -20,6 +20,7 @@ struct RawTop {
     admin: Option<Value>,
     metrics: Option<Value>,
     access_log: Option<Value>,
+    shared_state: Option<Value>,
     #[serde(default, deserialize_with = "duration_text")]
     watch_config: Option<String>,
 }
@@ -33,6 +34,7 @@ pub struct RawConfig {
     pub admin: Option<RawAdmin>,
     pub metrics: Option<RawMetrics>,
     pub access_log: Option<RawAccessLog>,
+    pub shared_state: Option<super::shared_state::RawSharedState>,
     pub watch_config: Option<String>,
 }
 
@@ -447,7 +449,12 @@ impl RawConfig {
             None | Some(Value::Null) => None,
             Some(v) => item(v, "access_log", errors),
         };
+        let shared_state = match top.shared_state {
+            None | Some(Value::Null) => None,
+            Some(v) => item(v, "shared_state", errors),
+        };
         RawConfig {
+            shared_state,
             watch_config: top.watch_config,
             metrics,
             access_log,

@@ -267,7 +267,11 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             Duration::from_millis(100)..=HOUR,
         )
     });
+    let shared_state = raw
+        .shared_state
+        .map(|s| super::shared_state::validate(s, &mut check));
     Config {
+        shared_state,
         warnings,
         watch_config,
         admin,

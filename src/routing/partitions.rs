@@ -18,8 +18,11 @@
 //! removals make odd, and look again if a removal moved entries under them.
 
 mod evict;
+mod journal;
 #[cfg(test)]
 mod tests;
+
+pub use journal::{wall_ms, Change};
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -104,6 +107,8 @@ struct Writer {
     hand: usize,
     /// Partitions added since start, for the tick.
     added: u64,
+    /// What `$WSPT` changed, for a fleet to publish (`journal.rs`); off without one.
+    journal: journal::Journal,
 }
 
 /// FNV-1a then a 64-bit finaliser (murmur3's), never 0. Stable: it is persisted.
@@ -140,7 +145,11 @@ impl PartitionTable {
             seq: AtomicU64::new(0),
             tick: AtomicU32::new(1),
             w: WriteSide {
-                lock: Mutex::new(Writer { hand: 0, added: 0 }),
+                lock: Mutex::new(Writer {
+                    hand: 0,
+                    added: 0,
+                    journal: Default::default(),
+                }),
                 len: AtomicUsize::new(0),
                 generation: AtomicU64::new(0),
                 learned: AtomicU64::new(0),
@@ -259,15 +268,21 @@ impl PartitionTable {
     /// Maps a partition key to `clone`; when the key is new and the table full, evicts an
     /// entry (`partitions/evict.rs`) to make room.
     pub fn insert_key(&self, key: u64, clone: u32) -> Insert {
-        self.learn(key, clone, true)
+        self.learn(key, clone, true, true)
     }
 
     /// Like [`insert_key`](Self::insert_key) for a known partition; refuses a new one.
     pub fn update_key(&self, key: u64, clone: u32) -> Insert {
-        self.learn(key, clone, false)
+        self.learn(key, clone, false, true)
     }
 
-    fn learn(&self, key: u64, clone: u32, may_add: bool) -> Insert {
+    /// Like [`insert_key`](Self::insert_key), for an entry another fleet instance learned:
+    /// not written to the journal, so it is never published back.
+    pub fn apply_key(&self, key: u64, clone: u32) -> Insert {
+        self.learn(key, clone, true, false)
+    }
+
+    fn learn(&self, key: u64, clone: u32, may_add: bool, journal: bool) -> Insert {
         debug_assert!(clone != 0);
         // The steady state: a server repeats what the table holds. No lock, no store.
         match self.find(key) {
@@ -291,6 +306,9 @@ impl PartitionTable {
                 return Insert::Unchanged;
             }
             self.w.generation.fetch_add(1, Release);
+            if journal {
+                w.journal.push(key, clone);
+            }
             return Insert::Updated;
         }
         if !may_add {
@@ -301,6 +319,9 @@ impl PartitionTable {
             return Insert::Refused;
         }
         self.add(&mut w, key, pack(clone, tick));
+        if journal {
+            w.journal.push(key, clone);
+        }
         if evicted {
             Insert::Evicted
         } else {

@@ -1,10 +1,12 @@
 //! Test harness: simulated Tomcat servers and a real `tether` process on loopback.
 #![allow(dead_code)]
 
+pub mod fleet;
 pub mod lookup;
 pub mod pki;
 pub mod prometheus;
 pub mod real_tomcat;
+pub mod redis;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;

@@ -106,6 +106,21 @@ impl ClusterRouter {
     }
 }
 
+impl ClusterRouter {
+    /// The partition table's tag for a clone id of this cluster; `None` for another id.
+    pub fn clone_tag_of(&self, clone: &str) -> Option<u32> {
+        self.clones
+            .contains_key(clone.as_bytes())
+            .then(|| clone_tag(clone.as_bytes()))
+    }
+
+    /// The clone id a partition table tag stands for.
+    pub fn clone_id_of_tag(&self, tag: u32) -> Option<&str> {
+        let &i = self.clone_tags.get(&tag)?;
+        self.servers[i].config.clone_id.as_deref()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::MAX_NEW_PER_RESPONSE;

@@ -1,0 +1,324 @@
+//! Talking to the fleet's Redis: connecting, and the few commands the sync task sends.
+//!
+//! Every call is bounded by `command_timeout` (the client's own response timeout, and ours
+//! around it). A call fails as [`Failure::Link`] when the connection is unusable (the sync
+//! task then reconnects) or [`Failure::Data`] when Redis answered with an error (a key of
+//! the wrong type, say): that is logged and counted, and the connection is kept.
+
+use super::keys::Keys;
+use crate::config::shared_state::SharedState;
+use redis::aio::MultiplexedConnection;
+use redis::streams::StreamReadReply;
+use redis::{AsyncConnectionConfig, Client, IntoConnectionInfo, RedisError, Value};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    #[error("{0}")]
+    Link(String),
+    #[error("{0}")]
+    Data(String),
+}
+
+impl From<RedisError> for Failure {
+    fn from(e: RedisError) -> Failure {
+        let link = e.is_io_error()
+            || e.is_timeout()
+            || e.is_connection_dropped()
+            || e.is_unrecoverable_error();
+        if link {
+            Failure::Link(e.to_string())
+        } else {
+            Failure::Data(e.to_string())
+        }
+    }
+}
+
+/// Compare-and-set of hash fields by version, and the change event for each accepted one,
+/// in one atomic step. KEYS: the hash, the event stream. ARGV: kind, cluster, now (ms),
+/// stream length, then field/value pairs; a value starts with `<version>|`. Returns, per
+/// pair, "" when it was accepted, else the newer value Redis keeps.
+const CAS: &str = r#"
+local out = {}
+for i = 5, #ARGV, 2 do
+  local f, v = ARGV[i], ARGV[i + 1]
+  local nv = tonumber(string.match(v, '^(%d+)|')) or 0
+  local cur = redis.call('HGET', KEYS[1], f)
+  local cv = cur and tonumber(string.match(cur, '^(%d+)|'))
+  if cv and cv >= nv then
+    out[#out + 1] = cur
+  else
+    redis.call('HSET', KEYS[1], f, v)
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*',
+      'k', ARGV[1], 'c', ARGV[2], 'f', f, 'v', v, 't', ARGV[3])
+    out[#out + 1] = ''
+  end
+end
+return out
+"#;
+
+/// Events kept in the stream: an instance that falls further behind loads everything again.
+pub const STREAM_LEN: usize = 100_000;
+/// How long one stream read waits for news.
+pub const BLOCK: Duration = Duration::from_millis(1000);
+/// Field/value pairs per script call.
+pub const BATCH: usize = 500;
+
+pub struct Redis {
+    con: MultiplexedConnection,
+    timeout: Duration,
+    cas: redis::Script,
+}
+
+/// One stream entry, its fields as text (garbage fields are empty).
+pub struct Event {
+    pub id: String,
+    pub kind: String,
+    pub cluster: String,
+    pub field: String,
+    pub value: Vec<u8>,
+    pub at_ms: u64,
+}
+
+fn client(s: &SharedState) -> Result<Client, Failure> {
+    let info = s
+        .url
+        .as_str()
+        .into_connection_info()
+        .map_err(|e| Failure::Link(e.to_string()))?;
+    let mut redis = info.redis_settings().clone();
+    if let Some(p) = &s.password {
+        redis = redis.set_password(p);
+    }
+    if let Some(u) = &s.username {
+        redis = redis.set_username(u);
+    }
+    let info = info.set_redis_settings(redis);
+    let client = match &s.ca_pem {
+        Some(pem) => Client::build_with_tls(
+            info,
+            redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.clone()),
+            },
+        ),
+        None => Client::open(info),
+    };
+    client.map_err(|e| Failure::Link(e.to_string()))
+}
+
+/// Opens a connection whose replies may take `wait` longer than a command's timeout.
+async fn open(s: &SharedState, wait: Duration) -> Result<MultiplexedConnection, Failure> {
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(s.connect_timeout))
+        .set_response_timeout(Some(s.command_timeout + wait));
+    let client = client(s)?;
+    let connect = client.get_multiplexed_async_connection_with_config(&config);
+    match tokio::time::timeout(s.connect_timeout + s.command_timeout, connect).await {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(Failure::Link(format!(
+            "no connection within {:?}",
+            s.connect_timeout
+        ))),
+    }
+}
+
+impl Redis {
+    /// A connection for commands.
+    pub async fn connect(s: &SharedState) -> Result<Redis, Failure> {
+        let con = open(s, Duration::ZERO).await?;
+        let mut r = Redis {
+            con,
+            timeout: s.command_timeout,
+            cas: redis::Script::new(CAS),
+        };
+        r.ping().await?;
+        Ok(r)
+    }
+
+    /// A connection for blocking stream reads.
+    pub async fn connect_reader(s: &SharedState) -> Result<Redis, Failure> {
+        Ok(Redis {
+            con: open(s, BLOCK).await?,
+            timeout: s.command_timeout + BLOCK,
+            cas: redis::Script::new(CAS),
+        })
+    }
+
+    async fn run<T: redis::FromRedisValue>(&mut self, cmd: &redis::Cmd) -> Result<T, Failure> {
+        match tokio::time::timeout(self.timeout, cmd.query_async::<T>(&mut self.con)).await {
+            Ok(r) => Ok(r?),
+            Err(_) => Err(Failure::Link(format!(
+                "no answer within {:?}",
+                self.timeout
+            ))),
+        }
+    }
+
+    pub async fn ping(&mut self) -> Result<(), Failure> {
+        self.run::<String>(&redis::cmd("PING")).await.map(drop)
+    }
+
+    /// The fleet's epoch token; set to `fresh` first when Redis has none (it was empty).
+    /// Returns the token and whether it was just set.
+    pub async fn epoch(&mut self, keys: &Keys, fresh: &str) -> Result<(String, bool), Failure> {
+        let mut set = redis::cmd("SET");
+        set.arg(keys.epoch()).arg(fresh).arg("NX");
+        let was_set: Option<String> = self.run(&set).await?;
+        if was_set.is_some() {
+            return Ok((fresh.to_string(), true));
+        }
+        let mut get = redis::cmd("GET");
+        get.arg(keys.epoch());
+        let token: Option<String> = self.run(&get).await?;
+        Ok((token.unwrap_or_default(), false))
+    }
+
+    /// Compare-and-set of `pairs` in `hash`; per pair, `None` when accepted, else the value
+    /// Redis keeps instead.
+    pub async fn publish(
+        &mut self,
+        keys: &Keys,
+        hash: &str,
+        kind: &str,
+        cluster: &str,
+        now_ms: u64,
+        pairs: &[(String, String)],
+    ) -> Result<Vec<Option<Vec<u8>>>, Failure> {
+        let mut out = Vec::with_capacity(pairs.len());
+        for chunk in pairs.chunks(BATCH) {
+            let mut call = self.cas.key(hash);
+            call.key(keys.events())
+                .arg(kind)
+                .arg(cluster)
+                .arg(now_ms)
+                .arg(STREAM_LEN);
+            for (f, v) in chunk {
+                call.arg(f).arg(v);
+            }
+            let fut = call.invoke_async::<Vec<Vec<u8>>>(&mut self.con);
+            let answers = match tokio::time::timeout(self.timeout, fut).await {
+                Ok(r) => r?,
+                Err(_) => {
+                    return Err(Failure::Link(format!(
+                        "no answer within {:?}",
+                        self.timeout
+                    )))
+                }
+            };
+            out.extend(answers.into_iter().map(|a| (!a.is_empty()).then_some(a)));
+        }
+        Ok(out)
+    }
+
+    /// Appends an event that changes no hash (a health hint).
+    pub async fn event(
+        &mut self,
+        keys: &Keys,
+        kind: &str,
+        cluster: &str,
+        field: &str,
+        value: &str,
+        now_ms: u64,
+    ) -> Result<(), Failure> {
+        let mut cmd = redis::cmd("XADD");
+        cmd.arg(keys.events())
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(STREAM_LEN)
+            .arg("*")
+            .arg(&[("k", kind), ("c", cluster), ("f", field), ("v", value)])
+            .arg("t")
+            .arg(now_ms);
+        self.run::<Value>(&cmd).await.map(drop)
+    }
+
+    /// Every field and value of `hash`, read in steps (HSCAN) so Redis is never blocked.
+    pub async fn hash(&mut self, hash: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Failure> {
+        let mut out = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let mut cmd = redis::cmd("HSCAN");
+            cmd.arg(hash).arg(cursor).arg("COUNT").arg(1000);
+            let (next, flat): (u64, Vec<Vec<u8>>) = self.run(&cmd).await?;
+            let mut it = flat.into_iter();
+            while let (Some(f), Some(v)) = (it.next(), it.next()) {
+                out.push((f, v));
+            }
+            if next == 0 {
+                return Ok(out);
+            }
+            cursor = next;
+        }
+    }
+
+    pub async fn set_field(&mut self, hash: &str, field: &str, value: &str) -> Result<(), Failure> {
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(hash).arg(field).arg(value);
+        self.run::<Value>(&cmd).await.map(drop)
+    }
+
+    /// The id of the stream's last entry ("0-0" when it has none).
+    pub async fn last_id(&mut self, keys: &Keys) -> Result<String, Failure> {
+        self.edge_id(keys, "XREVRANGE", "+", "-").await
+    }
+
+    /// The id of the stream's first entry ("0-0" when it has none).
+    pub async fn first_id(&mut self, keys: &Keys) -> Result<String, Failure> {
+        self.edge_id(keys, "XRANGE", "-", "+").await
+    }
+
+    async fn edge_id(
+        &mut self,
+        keys: &Keys,
+        cmd: &str,
+        from: &str,
+        to: &str,
+    ) -> Result<String, Failure> {
+        let mut c = redis::cmd(cmd);
+        c.arg(keys.events()).arg(from).arg(to).arg("COUNT").arg(1);
+        let entries: Vec<(String, Value)> = self.run(&c).await?;
+        Ok(entries
+            .into_iter()
+            .next()
+            .map_or_else(|| "0-0".to_string(), |(id, _)| id))
+    }
+
+    /// Events after `after`, waiting up to [`BLOCK`] for the first; at most `count`.
+    pub async fn read(
+        &mut self,
+        keys: &Keys,
+        after: &str,
+        count: usize,
+    ) -> Result<Vec<Event>, Failure> {
+        let mut cmd = redis::cmd("XREAD");
+        cmd.arg("COUNT")
+            .arg(count)
+            .arg("BLOCK")
+            .arg(BLOCK.as_millis() as u64)
+            .arg("STREAMS")
+            .arg(keys.events())
+            .arg(after);
+        let reply: Option<StreamReadReply> = self.run(&cmd).await?;
+        let text = |m: &std::collections::HashMap<String, Value>, k: &str| match m.get(k) {
+            Some(Value::BulkString(b)) => b.clone(),
+            Some(Value::SimpleString(s)) => s.clone().into_bytes(),
+            _ => Vec::new(),
+        };
+        let mut out = Vec::new();
+        for key in reply.map(|r| r.keys).unwrap_or_default() {
+            for id in key.ids {
+                let s = |k| String::from_utf8_lossy(&text(&id.map, k)).into_owned();
+                out.push(Event {
+                    kind: s("k"),
+                    cluster: s("c"),
+                    field: s("f"),
+                    value: text(&id.map, "v"),
+                    at_ms: s("t").parse().unwrap_or(0),
+                    id: id.id,
+                });
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,112 @@
+//! A real `redis-server` for fleet tests, on a free loopback port, with no persistence.
+//! `./run` installs Debian's `redis-server`; a test fails with a clear message without it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Redis {
+    pub port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+fn signal(pid: u32, sig: &str) {
+    let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
+}
+
+impl Redis {
+    /// Starts Redis on a free port, its files in `dir`.
+    pub fn start(dir: &Path) -> Redis {
+        let mut r = Redis {
+            port: super::free_port(),
+            dir: dir.to_path_buf(),
+            child: None,
+        };
+        r.launch();
+        r
+    }
+
+    /// The port was picked and is not started yet (for "Redis down at start" tests).
+    pub fn not_started(dir: &Path) -> Redis {
+        Redis {
+            port: super::free_port(),
+            dir: dir.to_path_buf(),
+            child: None,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// Starts (again) on the same port, empty.
+    pub fn launch(&mut self) {
+        assert!(self.child.is_none(), "already running");
+        std::fs::create_dir_all(&self.dir).unwrap();
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server is not installed: run ./run test, which installs it");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.cli(&["PING"]).trim() == "PONG" {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server did not start on port {}", self.port);
+    }
+
+    /// Kills the server (its data dies with it).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Freezes the process (a network stall, as tether sees it).
+    pub fn pause(&self) {
+        signal(self.pid(), "-STOP");
+    }
+
+    pub fn resume(&self) {
+        signal(self.pid(), "-CONT");
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Runs `redis-cli` against this server; returns its output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli is not installed: run ./run test, which installs it");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        if let Some(c) = &self.child {
+            // A paused server would not die of SIGTERM; SIGKILL it.
+            signal(c.id(), "-CONT");
+        }
+        self.kill();
+    }
+}

@@ -1,0 +1,223 @@
+//! Several tether instances sharing partition tables and operators' changes through a real
+//! Redis (issue 16). A client sends each request of a session to the next instance in
+//! turn, as an L4 balancer in front of the fleet would.
+
+mod common;
+
+use common::fleet::*;
+use common::redis::Redis;
+use common::scratch_dir;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_stay_home_through_every_instance_and_fail_over_alike() {
+    let dir = scratch_dir("fleet-affinity");
+    let redis = Redis::start(&dir.join("redis"));
+    let (cluster, sims) = was_cluster().await;
+    let fleet = three(&sims, &redis);
+
+    // Sessions are made through `a`, which learns every clone's partitions.
+    let sessions = sessions(&fleet[0], 30).await;
+    for t in &fleet[1..] {
+        let took = until(
+            "the others apply a's table",
+            Duration::from_secs(5),
+            || async { table_size(t).await == 6 },
+        )
+        .await;
+        println!("partition table applied on another instance within {took:?}");
+    }
+    let mut counts = vec![1u64; sessions.len()];
+    for round in 0..6 {
+        for (i, (cookie, home)) in sessions.iter().enumerate() {
+            let (server, count) = visit(&fleet[(round + i + 1) % 3], cookie).await;
+            assert_eq!(&server, home, "round {round}: the session stays home");
+            counts[i] += 1;
+            assert_eq!(count, counts[i], "the session's data is the same");
+        }
+    }
+    assert_eq!(wsfo_total(&sims), 0, "no $WSFO while affinity holds");
+
+    // was1 dies: its sessions fail over through `a`, which learns the new owners.
+    let before = metric(
+        &fleet[1],
+        "tether_shared_state_applied_total{kind=\"partition\"}",
+    )
+    .await;
+    sims[0].stop().await;
+    let orphans: Vec<usize> = (0..sessions.len())
+        .filter(|&i| sessions[i].1 == "was1")
+        .collect();
+    assert!(!orphans.is_empty());
+    for &i in &orphans {
+        let (server, count) = visit(&fleet[0], &sessions[i].0).await;
+        assert_ne!(server, "was1");
+        counts[i] += 1;
+        assert_eq!(count, counts[i], "the replica had the session");
+    }
+    let tagged = wsfo_total(&sims);
+    assert!(
+        (1..=2).contains(&tagged),
+        "one $WSFO per partition taken over: {tagged}"
+    );
+    for t in &fleet[1..] {
+        until(
+            "the others apply the takeover",
+            Duration::from_secs(5),
+            || async {
+                metric(t, "tether_shared_state_applied_total{kind=\"partition\"}").await
+                    >= before + 2.0
+            },
+        )
+        .await;
+    }
+    // The dead clone comes back, empty: it is now a stale clone for its old partitions.
+    sims[0].restart().await.unwrap();
+    let stale_before = sims[0].requests();
+    for round in 0..3 {
+        for &i in &orphans {
+            let (cookie, _) = &sessions[i];
+            let owner = cluster
+                .owner(&cookie[cookie.rfind(':').unwrap() + 1..])
+                .unwrap();
+            let (server, count) = visit(&fleet[(round + i) % 3], cookie).await;
+            assert_eq!(
+                server,
+                format!("was{}", &owner[1..]),
+                "every instance uses the new owner"
+            );
+            counts[i] += 1;
+            assert_eq!(count, counts[i]);
+        }
+    }
+    assert_eq!(
+        sims[0].requests(),
+        stale_before,
+        "no request reached the stale clone"
+    );
+    assert_eq!(wsfo_total(&sims), tagged, "no instance failed over again");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn server_state(t: &common::Tether, server: &str) -> (String, serde_json::Value) {
+    let (_, json) = t.admin("GET", "/status", None, b"").await;
+    let s = json["clusters"][0]["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == server)
+        .unwrap()
+        .clone();
+    (
+        s["state"].as_str().unwrap().to_string(),
+        s["fleet_change"].clone(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_change_on_one_instance_applies_to_all_and_survives_restarts() {
+    let dir = scratch_dir("fleet-drain");
+    let redis = Redis::start(&dir.join("redis"));
+    let (_cluster, sims) = was_cluster().await;
+    let mut fleet = three(&sims, &redis);
+
+    let (status, _) = fleet[0]
+        .admin("POST", "/clusters/shop/servers/was1/drain", None, b"")
+        .await;
+    assert_eq!(status, 200);
+    for t in &fleet[1..] {
+        let took = until(
+            "the drain reaches every instance",
+            Duration::from_secs(1),
+            || async { server_state(t, "was1").await.0 == "draining" },
+        )
+        .await;
+        println!("drain applied on another instance within {took:?}");
+        let (_, change) = server_state(t, "was1").await;
+        assert_eq!(change["by"], "a", "status says who drained it: {change}");
+    }
+    for t in &fleet {
+        for (_, home) in sessions(t, 12).await {
+            assert_ne!(home, "was1", "no new session on the drained server");
+        }
+    }
+    // A weight change through `b`, then `c` restarts with an empty state: it starts with both.
+    let (status, _) = fleet[1]
+        .admin("PUT", "/clusters/shop/servers/was2/weight", None, b"7")
+        .await;
+    assert_eq!(status, 200);
+    until("the weight reaches c", Duration::from_secs(1), || async {
+        let (_, json) = fleet[2].admin("GET", "/status", None, b"").await;
+        json["clusters"][0]["servers"][1]["weight"] == 7
+    })
+    .await;
+    drop(fleet.pop());
+    let c = instance(&sims, &redis.url(), "c", "");
+    let (state, change) = server_state(&c, "was1").await;
+    assert_eq!(state, "draining", "loaded before listening");
+    assert_eq!(change["by"], "a");
+    let (_, json) = c.admin("GET", "/status", None, b"").await;
+    assert_eq!(json["clusters"][0]["servers"][1]["weight"], 7);
+    assert_eq!(json["fleet"]["up"], true, "{json}");
+    let peers = json["fleet"]["instances"].as_array().unwrap().len();
+    assert_eq!(peers, 3, "the fleet's instances: {json}");
+
+    // Back to the file's values through the restarted instance: everyone follows.
+    let (status, _) = c
+        .admin("DELETE", "/clusters/shop/servers/was1/overrides", None, b"")
+        .await;
+    assert_eq!(status, 200);
+    for t in &fleet {
+        until(
+            "activation reaches a and b",
+            Duration::from_secs(1),
+            || async { server_state(t, "was1").await.0 == "active" },
+        )
+        .await;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_health_check_down_mark_is_a_hint_the_others_check_at_once() {
+    let dir = scratch_dir("fleet-hint");
+    let redis = Redis::start(&dir.join("redis"));
+    let (_cluster, sims) = was_cluster().await;
+    // a checks every 200 ms; b only every 30 s, so only the hint makes it look soon.
+    let hc = |every: &str| {
+        format!("    health_check: {{ kind: tcp, interval: {every}, timeout: 200ms, fall: 1, rise: 1 }}\n")
+    };
+    let start = |name: &str, every: &str| {
+        common::Tether::start_with(common::Opts {
+            cluster: format!("{}{}", hc(every), cluster_yaml(&sims)),
+            top: shared_state(&redis.url(), name, ""),
+            admin: true,
+            metrics: true,
+            log: Some("info"),
+            ..common::Opts::default()
+        })
+    };
+    let a = start("a", "200ms");
+    let b = start("b", "30s");
+    until("both in sync", Duration::from_secs(5), || async {
+        metric(&a, "tether_shared_state_up").await == 1.0
+            && metric(&b, "tether_shared_state_up").await == 1.0
+    })
+    .await;
+    sims[2].stop().await;
+    let took = until(
+        "b marks was3 down after a's hint",
+        Duration::from_secs(5),
+        || async { b.server_status(None, "was3").await.1 == "down" },
+    )
+    .await;
+    println!("b checked was3 {took:?} after it stopped (its own interval: 30 s)");
+    assert!(
+        b.log()
+            .contains("marked shop/was3 down; checking it here now"),
+        "{}",
+        b.log()
+    );
+    assert!(metric(&b, "tether_shared_state_applied_total{kind=\"hint\"}").await >= 1.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
