@@ -170,8 +170,12 @@ impl Redis {
         }
         let mut get = redis::cmd("GET");
         get.arg(keys.epoch());
-        let token: Option<String> = self.run(&get).await?;
-        Ok((token.unwrap_or_default(), false))
+        match self.run::<Option<String>>(&get).await {
+            Ok(token) => Ok((token.unwrap_or_default(), false)),
+            // Not a string (garbage): there is no token to compare, and no reason to stop.
+            Err(Failure::Data(_)) => Ok(("?".into(), false)),
+            Err(e) => Err(e),
+        }
     }
 
     /// Compare-and-set of `pairs` in `hash`; per pair, `None` when accepted, else the value

@@ -60,7 +60,7 @@ pub(super) async fn load_with(
     control: &Control,
 ) -> Result<(usize, usize, Vec<(String, std::collections::HashSet<u64>)>), Failure> {
     let mut servers = 0;
-    for (f, v) in redis.hash(&fleet.keys.servers()).await? {
+    for (f, v) in readable(redis.hash(&fleet.keys.servers()).await)? {
         let a = apply::server(fleet, control, &f, &v);
         a.count("server");
         servers += (a == apply::Applied::Changed) as usize;
@@ -70,7 +70,7 @@ pub(super) async fn load_with(
     let mut held = Vec::new();
     for router in snapshot.clusters.iter().filter(|r| r.is_websphere()) {
         let mut keys = std::collections::HashSet::new();
-        for (f, v) in redis.hash(&fleet.keys.partitions(&router.name)).await? {
+        for (f, v) in readable(redis.hash(&fleet.keys.partitions(&router.name)).await)? {
             let a = apply::partition(fleet, router, &f, &v);
             a.count("partition");
             partitions += (a == apply::Applied::Changed) as usize;
@@ -81,4 +81,18 @@ pub(super) async fn load_with(
         held.push((router.name.clone(), keys));
     }
     Ok((servers, partitions, held))
+}
+
+/// A hash Redis refuses to read (a key of another type, say) is logged and skipped: the
+/// rest of the fleet's state still loads.
+fn readable(
+    r: Result<Vec<(Vec<u8>, Vec<u8>)>, Failure>,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Failure> {
+    match r {
+        Err(Failure::Data(e)) => {
+            super::sync::data_error("a read", &e);
+            Ok(Vec::new())
+        }
+        r => r,
+    }
 }

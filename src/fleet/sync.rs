@@ -69,8 +69,20 @@ fn lost(why: impl std::fmt::Display, synced: bool) -> End {
     }
 }
 
+/// `r`, with an error that leaves the connection usable logged and turned into `None`.
+fn data_ok<T>(r: Result<T, Failure>, what: &str) -> Result<Option<T>, Failure> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(Failure::Data(e)) => {
+            data_error(what, &e);
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// A Redis error that leaves the connection usable is logged and skipped.
-fn data_error(what: &str, e: &str) {
+pub(super) fn data_error(what: &str, e: &str) {
     if let Some(n) = DATA_ERRORS.due(now_ms()) {
         log::error!("fleet: Redis refused {what}: {e} ({n} such errors in the last 10 s)");
     }
@@ -279,11 +291,12 @@ impl FleetSync {
             .filter_map(|r| r.partitions().map(|t| t.len()))
             .sum();
         let beat = format!("{}|{held}|{}", wall_ms(), std::process::id());
-        redis
-            .set_field(&keys.instances(), self.fleet.instance(), &beat)
-            .await?;
+        let instances = keys.instances();
+        let me = self.fleet.instance();
+        data_ok(redis.set_field(&instances, me, &beat).await, "a heartbeat")?;
+        let beats = data_ok(redis.hash(&instances).await, "a heartbeat")?;
         let mut peers = Vec::new();
-        for (name, value) in redis.hash(&keys.instances()).await? {
+        for (name, value) in beats.unwrap_or_default() {
             let value = String::from_utf8_lossy(&value);
             let mut parts = value.split('|');
             let seen_ms = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);

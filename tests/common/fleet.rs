@@ -126,3 +126,39 @@ pub async fn sessions(t: &Tether, n: usize) -> Vec<(String, String)> {
     }
     out
 }
+
+/// A TCP relay to `target` that holds every chunk `delay` before passing it on (a slow
+/// Redis, as tether sees it). Returns its address; it runs until the test ends.
+pub async fn slow_relay(target: std::net::SocketAddr, delay: Duration) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    async fn pipe(
+        mut from: tokio::net::tcp::OwnedReadHalf,
+        mut to: tokio::net::tcp::OwnedWriteHalf,
+        delay: Duration,
+    ) {
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n) = from.read(&mut buf).await {
+            if n == 0 {
+                return;
+            }
+            tokio::time::sleep(delay).await;
+            if to.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    }
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(target).await else {
+                continue;
+            };
+            let (cr, cw) = client.into_split();
+            let (sr, sw) = server.into_split();
+            tokio::spawn(pipe(cr, sw, delay));
+            tokio::spawn(pipe(sr, cw, delay));
+        }
+    });
+    addr
+}
