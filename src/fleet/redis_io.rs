@@ -64,6 +64,9 @@ pub const BLOCK: Duration = Duration::from_millis(1000);
 /// Field/value pairs per script call.
 pub const BATCH: usize = 500;
 
+/// A hash's fields and values, as read.
+pub type Fields = Vec<(Vec<u8>, Vec<u8>)>;
+
 pub struct Redis {
     con: MultiplexedConnection,
     timeout: Duration,
@@ -238,7 +241,7 @@ impl Redis {
     }
 
     /// Every field and value of `hash`, read in steps (HSCAN) so Redis is never blocked.
-    pub async fn hash(&mut self, hash: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Failure> {
+    pub async fn hash(&mut self, hash: &str) -> Result<Fields, Failure> {
         let mut out = Vec::new();
         let mut cursor: u64 = 0;
         loop {

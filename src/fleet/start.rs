@@ -1,6 +1,6 @@
 //! Loading the fleet's state before this instance listens.
 
-use super::redis_io::{Failure, Redis};
+use super::redis_io::{Failure, Fields, Redis};
 use super::{apply, Fleet};
 use crate::control::Control;
 use std::sync::Arc;
@@ -85,9 +85,7 @@ pub(super) async fn load_with(
 
 /// A hash Redis refuses to read (a key of another type, say) is logged and skipped: the
 /// rest of the fleet's state still loads.
-fn readable(
-    r: Result<Vec<(Vec<u8>, Vec<u8>)>, Failure>,
-) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Failure> {
+fn readable(r: Result<Fields, Failure>) -> Result<Fields, Failure> {
     match r {
         Err(Failure::Data(e)) => {
             super::sync::data_error("a read", &e);
