@@ -2,6 +2,7 @@
 //! scripted scenario that shows stickiness, weights, failover and the WebSphere partition
 //! table, then the proxy left running to curl.
 
+mod fleet;
 mod tomcat;
 mod websphere;
 
@@ -41,6 +42,11 @@ async fn start_sims() -> std::io::Result<Sims> {
         was,
         clones,
     })
+}
+
+/// `tether demo --fleet`: two instances sharing a `redis-server` (see `demo/fleet.rs`).
+pub fn run_fleet() -> ExitCode {
+    fleet::run()
 }
 
 pub fn run(listen: Option<SocketAddr>) -> ExitCode {

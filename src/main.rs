@@ -42,6 +42,9 @@ enum Command {
         /// Address for the demo's tether listener (default 127.0.0.1:8080, or a free port).
         #[arg(long)]
         listen: Option<std::net::SocketAddr>,
+        /// Run two tether instances sharing one redis-server instead (needs redis-server).
+        #[arg(long, conflicts_with = "listen")]
+        fleet: bool,
     },
     /// Replace the running tether (found through the config's pid_file) with this binary,
     /// or `--binary`, without dropping a connection; the new one runs in the background.
@@ -88,7 +91,8 @@ fn main() -> ExitCode {
     tether::logging::init();
     let cli = Cli::parse();
     match cli.command {
-        Some(Command::Demo { listen }) => return tether::demo::run(listen),
+        Some(Command::Demo { fleet: true, .. }) => return tether::demo::run_fleet(),
+        Some(Command::Demo { listen, .. }) => return tether::demo::run(listen),
         Some(Command::Import { source }) => return tether::import::run(source),
         Some(Command::Upgrade { binary }) => {
             let Some(conf) = cli.conf else {
