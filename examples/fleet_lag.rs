@@ -290,7 +290,8 @@ async fn drive(f: &HashMap<String, String>) -> Res<()> {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             while !stop.load(Relaxed) {
                 tick.tick().await;
-                let ((ta, a), (tb, b)) = tokio::join!(scrape(&mut ca, start), scrape(&mut cb, start));
+                let ((ta, a), (tb, b)) =
+                    tokio::join!(scrape(&mut ca, start), scrape(&mut cb, start));
                 let mut s = Sample {
                     ta,
                     tb,
@@ -442,7 +443,8 @@ async fn drive(f: &HashMap<String, String>) -> Res<()> {
             .iter()
             .filter(|s| s.ta >= p.start && s.ta <= p.end)
             .collect();
-        let (Some(first), Some(at_end)) = (during.first(), during.iter().rfind(|s| s.ta <= p.drive_end))
+        let (Some(first), Some(at_end)) =
+            (during.first(), during.iter().rfind(|s| s.ta <= p.drive_end))
         else {
             continue;
         };

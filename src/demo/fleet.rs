@@ -241,7 +241,10 @@ async fn scenario(exe: &Path, dir: &Path) -> ExitCode {
     );
     // Ctrl-C or SIGTERM: the instances and redis-server are stopped on the way out.
     use tokio::signal::unix::{signal, SignalKind};
-    match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
         (Ok(mut int), Ok(mut term)) => {
             tokio::select! {
                 _ = int.recv() => {}

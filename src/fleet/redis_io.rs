@@ -83,7 +83,39 @@ pub struct Event {
     pub at_ms: u64,
 }
 
-fn client(s: &SharedState) -> Result<Client, Failure> {
+/// The client for the master a sentinel names now.
+async fn sentinel_client(
+    s: &SharedState,
+    sentinel: &crate::config::shared_state::Sentinel,
+) -> Result<Client, Failure> {
+    use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+    let mut node = redis::RedisConnectionInfo::default();
+    if let Some(p) = &s.password {
+        node = node.set_password(p);
+    }
+    if let Some(u) = &s.username {
+        node = node.set_username(u);
+    }
+    let mut client = SentinelClient::build(
+        sentinel.addresses.clone(),
+        sentinel.master.clone(),
+        Some(SentinelNodeConnectionInfo::default().set_redis_connection_info(node)),
+        SentinelServerType::Master,
+    )
+    .map_err(|e| Failure::Link(e.to_string()))?;
+    match tokio::time::timeout(s.connect_timeout, client.async_get_client()).await {
+        Ok(r) => r.map_err(|e| Failure::Link(format!("sentinel: {e}"))),
+        Err(_) => Err(Failure::Link(format!(
+            "no sentinel named master {} within {:?}",
+            sentinel.master, s.connect_timeout
+        ))),
+    }
+}
+
+async fn client(s: &SharedState) -> Result<Client, Failure> {
+    if let Some(sentinel) = &s.sentinel {
+        return sentinel_client(s, sentinel).await;
+    }
     let info = s
         .url
         .as_str()
@@ -115,7 +147,7 @@ async fn open(s: &SharedState, wait: Duration) -> Result<MultiplexedConnection, 
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(s.connect_timeout))
         .set_response_timeout(Some(s.command_timeout + wait));
-    let client = client(s)?;
+    let client = client(s).await?;
     let connect = client.get_multiplexed_async_connection_with_config(&config);
     match tokio::time::timeout(s.connect_timeout + s.command_timeout, connect).await {
         Ok(r) => Ok(r?),

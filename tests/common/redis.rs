@@ -9,6 +9,10 @@ use std::time::{Duration, Instant};
 pub struct Redis {
     pub port: u16,
     dir: PathBuf,
+    /// More arguments for `redis-server` (a replica's `--replicaof`, say).
+    args: Vec<String>,
+    /// A config file, given first (a sentinel's, which Sentinel rewrites).
+    conf: Option<PathBuf>,
     child: Option<Child>,
 }
 
@@ -19,9 +23,42 @@ fn signal(pid: u32, sig: &str) {
 impl Redis {
     /// Starts Redis on a free port, its files in `dir`.
     pub fn start(dir: &Path) -> Redis {
+        Redis::start_with(dir, &[])
+    }
+
+    /// Starts Redis with more `redis-server` arguments.
+    pub fn start_with(dir: &Path, args: &[&str]) -> Redis {
         let mut r = Redis {
             port: super::free_port(),
             dir: dir.to_path_buf(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            conf: None,
+            child: None,
+        };
+        r.launch();
+        r
+    }
+
+    /// A Sentinel watching `master` under the name `name`, deciding alone (quorum 1) and
+    /// fast (down after 500 ms).
+    pub fn sentinel(dir: &Path, name: &str, master: &Redis) -> Redis {
+        std::fs::create_dir_all(dir).unwrap();
+        let conf = dir.join("sentinel.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "sentinel monitor {name} 127.0.0.1 {p} 1\n\
+                 sentinel down-after-milliseconds {name} 500\n\
+                 sentinel failover-timeout {name} 3000\n",
+                p = master.port
+            ),
+        )
+        .unwrap();
+        let mut r = Redis {
+            port: super::free_port(),
+            dir: dir.to_path_buf(),
+            args: vec!["--sentinel".into()],
+            conf: Some(conf),
             child: None,
         };
         r.launch();
@@ -33,6 +70,8 @@ impl Redis {
         Redis {
             port: super::free_port(),
             dir: dir.to_path_buf(),
+            args: Vec::new(),
+            conf: None,
             child: None,
         }
     }
@@ -49,11 +88,16 @@ impl Redis {
     pub fn launch(&mut self) {
         assert!(self.child.is_none(), "already running");
         std::fs::create_dir_all(&self.dir).unwrap();
-        let child = Command::new("redis-server")
+        let mut cmd = Command::new("redis-server");
+        if let Some(conf) = &self.conf {
+            cmd.arg(conf);
+        }
+        let child = cmd
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&self.dir)
+            .args(&self.args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
