@@ -15,6 +15,7 @@ mod apply;
 pub mod hints;
 pub mod keys;
 mod metrics;
+mod publish;
 mod redis_io;
 mod start;
 mod sync;

@@ -88,7 +88,7 @@ pub(super) async fn load_with(
 fn readable(r: Result<Fields, Failure>) -> Result<Fields, Failure> {
     match r {
         Err(Failure::Data(e)) => {
-            super::sync::data_error("a read", &e);
+            super::publish::data_error("a read", &e);
             Ok(Vec::new())
         }
         r => r,

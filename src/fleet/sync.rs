@@ -15,7 +15,8 @@
 //! number of distinct partitions) and the next session publishes them.
 
 use super::apply::{self, Applied};
-use super::keys::{self, PartitionValue, ServerValue};
+use super::keys;
+use super::publish::{data_ok, Pending};
 use super::redis_io::{Event, Failure, Redis};
 use super::{lock, metrics, start, Fleet, Peer};
 use crate::control::Control;
@@ -24,7 +25,6 @@ use crate::routing::{now_ms, wall_ms};
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -36,21 +36,11 @@ const HEARTBEAT_TICKS: u32 = 10;
 const READ_COUNT: usize = 1000;
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
-static DATA_ERRORS: Every = Every::new(10_000);
 static STILL_DOWN: Every = Every::new(30_000);
 
 pub struct FleetSync {
-    fleet: Arc<Fleet>,
-    control: Arc<Control>,
-}
-
-/// Local changes not yet published.
-#[derive(Default)]
-struct Pending {
-    /// Cluster → partition key → (clone id, learned at, ms since the epoch).
-    partitions: HashMap<String, HashMap<u64, (String, u64)>>,
-    servers: HashMap<String, ServerValue>,
-    hints: Vec<(String, String)>,
+    pub(super) fleet: Arc<Fleet>,
+    pub(super) control: Arc<Control>,
 }
 
 enum End {
@@ -69,216 +59,9 @@ fn lost(why: impl std::fmt::Display, synced: bool) -> End {
     }
 }
 
-/// `r`, with an error that leaves the connection usable logged and turned into `None`.
-fn data_ok<T>(r: Result<T, Failure>, what: &str) -> Result<Option<T>, Failure> {
-    match r {
-        Ok(v) => Ok(Some(v)),
-        Err(Failure::Data(e)) => {
-            data_error(what, &e);
-            Ok(None)
-        }
-        Err(e) => Err(e),
-    }
-}
-
-/// A Redis error that leaves the connection usable is logged and skipped.
-pub(super) fn data_error(what: &str, e: &str) {
-    if let Some(n) = DATA_ERRORS.due(now_ms()) {
-        log::error!("fleet: Redis refused {what}: {e} ({n} such errors in the last 10 s)");
-    }
-}
-
 impl FleetSync {
     pub fn new(fleet: Arc<Fleet>, control: Arc<Control>) -> FleetSync {
         FleetSync { fleet, control }
-    }
-
-    /// Moves this instance's new changes into `p`.
-    fn collect(&self, p: &mut Pending) {
-        let snapshot = self.control.snapshot().load_full();
-        for router in snapshot.clusters.iter().filter(|r| r.is_websphere()) {
-            let Some(table) = router.partitions() else {
-                continue;
-            };
-            // A reload may have built a new table (another size): record on it too.
-            table.record_changes();
-            let (changes, dropped) = table.take_changes();
-            if dropped > 0 {
-                log::warn!(
-                    "fleet: cluster {}: {dropped} partition changes came faster than they could be published; they are published with the whole table at the next reconnect",
-                    router.name
-                );
-            }
-            if changes.is_empty() {
-                continue;
-            }
-            let entries = p.partitions.entry(router.name.clone()).or_default();
-            for c in changes {
-                if let Some(id) = router.clone_id_of_tag(c.clone) {
-                    entries.insert(c.key, (id.to_string(), c.at_ms));
-                }
-            }
-        }
-        for (field, value) in lock(&self.fleet.outbox).drain(..) {
-            p.servers.insert(field, value);
-        }
-        let hints = self.fleet.hints.take_outbox();
-        p.hints.extend(hints);
-        p.hints.truncate(1024);
-    }
-
-    /// Applies what Redis kept instead of a value this instance published.
-    fn refused(&self, kind: &str, cluster: &str, field: &str, newer: &[u8]) {
-        metrics::REJECTED.with_label_values(&["stale"]).inc();
-        let applied = match kind {
-            "s" => apply::server(&self.fleet, &self.control, field.as_bytes(), newer),
-            _ => {
-                let snapshot = self.control.snapshot().load_full();
-                match snapshot.clusters.iter().find(|r| r.name == cluster) {
-                    Some(router) => apply::partition(&self.fleet, router, field.as_bytes(), newer),
-                    None => Applied::Unknown,
-                }
-            }
-        };
-        applied.count(if kind == "s" { "server" } else { "partition" });
-    }
-
-    /// Publishes `pairs` to `hash`; a value Redis refuses is replaced here by its newer one.
-    async fn publish(
-        &self,
-        redis: &mut Redis,
-        (hash, kind, cluster): (&str, &str, &str),
-        pairs: &[(String, String)],
-    ) -> Result<(), Failure> {
-        if pairs.is_empty() {
-            return Ok(());
-        }
-        let keys = &self.fleet.keys;
-        match redis
-            .publish(keys, hash, kind, cluster, wall_ms(), pairs)
-            .await
-        {
-            Ok(answers) => {
-                let label = if kind == "s" { "server" } else { "partition" };
-                for ((field, _), answer) in pairs.iter().zip(answers) {
-                    match answer {
-                        None => metrics::PUBLISHED.with_label_values(&[label]).inc(),
-                        Some(newer) => self.refused(kind, cluster, field, &newer),
-                    }
-                }
-                Ok(())
-            }
-            Err(Failure::Data(e)) => {
-                data_error(&format!("an update of {hash}"), &e);
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Publishes everything in `p`; what a link failure interrupts stays in `p`.
-    async fn flush(&self, redis: &mut Redis, p: &mut Pending) -> Result<(), Failure> {
-        let keys = &self.fleet.keys;
-        if !p.servers.is_empty() {
-            let pairs: Vec<(String, String)> = p
-                .servers
-                .iter()
-                .map(|(f, v)| (f.clone(), v.encode()))
-                .collect();
-            self.publish(redis, (&keys.servers(), "s", ""), &pairs)
-                .await?;
-            p.servers.clear();
-        }
-        let clusters: Vec<String> = p.partitions.keys().cloned().collect();
-        for cluster in clusters {
-            let entries = &p.partitions[&cluster];
-            let pairs: Vec<(String, String)> = entries
-                .iter()
-                .map(|(&key, (clone, at))| {
-                    let value = PartitionValue {
-                        version: self.fleet.stamp(*at),
-                        clone: clone.clone(),
-                        instance: self.fleet.instance().to_string(),
-                    };
-                    (keys::partition_field(key), value.encode())
-                })
-                .collect();
-            self.publish(redis, (&keys.partitions(&cluster), "p", &cluster), &pairs)
-                .await?;
-            p.partitions.remove(&cluster);
-        }
-        while let Some((cluster, server)) = p.hints.first().cloned() {
-            let instance = self.fleet.instance();
-            match redis
-                .event(keys, "down", &cluster, &server, instance, wall_ms())
-                .await
-            {
-                Ok(()) => metrics::PUBLISHED.with_label_values(&["hint"]).inc(),
-                Err(Failure::Data(e)) => data_error("a health hint", &e),
-                Err(e) => return Err(e),
-            }
-            p.hints.remove(0);
-        }
-        Ok(())
-    }
-
-    /// Publishes, at version 0, what this instance holds and Redis lacks (`held`: the
-    /// partition keys Redis has, per cluster), and its operators' changes.
-    async fn republish(
-        &self,
-        redis: &mut Redis,
-        held: &[(String, HashSet<u64>)],
-    ) -> Result<usize, Failure> {
-        let keys = &self.fleet.keys;
-        let snapshot = self.control.snapshot().load_full();
-        let mut n = 0;
-        for (cluster, in_redis) in held {
-            let Some(router) = snapshot.clusters.iter().find(|r| &r.name == cluster) else {
-                continue;
-            };
-            let Some(table) = router.partitions() else {
-                continue;
-            };
-            let pairs: Vec<(String, String)> = table
-                .entries_to_save(true)
-                .into_iter()
-                .filter(|e| !in_redis.contains(&e.key))
-                .filter_map(|e| {
-                    let value = PartitionValue {
-                        version: 0,
-                        clone: router.clone_id_of_tag(e.clone)?.to_string(),
-                        instance: self.fleet.instance().to_string(),
-                    };
-                    Some((keys::partition_field(e.key), value.encode()))
-                })
-                .collect();
-            n += pairs.len();
-            self.publish(redis, (&keys.partitions(cluster), "p", cluster), &pairs)
-                .await?;
-        }
-        // Operators' changes held here: with their versions when known, else version 0.
-        let known = lock(&self.fleet.servers).clone();
-        let mut pairs = Vec::new();
-        for router in snapshot.clusters.iter() {
-            for s in router.servers() {
-                let field = keys::server_field(&router.name, &s.config.name);
-                let value = match known.get(&field) {
-                    Some(v) => v.clone(),
-                    None if s.live.is_overridden() => ServerValue {
-                        version: 0,
-                        state: Some(s.live.state()),
-                        weight: s.live.weight(),
-                        instance: self.fleet.instance().to_string(),
-                    },
-                    None => continue,
-                };
-                pairs.push((field, value.encode()));
-            }
-        }
-        n += pairs.len();
-        self.publish(redis, (&keys.servers(), "s", ""), &pairs)
-            .await?;
-        Ok(n)
     }
 
     /// Writes this instance's heartbeat and reads the others'.
