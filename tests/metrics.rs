@@ -251,10 +251,13 @@ async fn prometheus_scrapes_tether_and_every_dashboard_query_returns_data() {
     let dir = scratch_dir("prometheus");
     let pki = common::pki::Pki::new(&dir.join("pki"));
     let tls_port = common::free_port();
+    // A fleet of one, for the fleet panels.
+    let redis = common::redis::Redis::start(&dir.join("redis"));
     let t = Tether::start_with(Opts {
         cluster,
         metrics: true,
         admin: true,
+        top: common::fleet::shared_state(&redis.url(), "a", ""),
         extra_listeners: format!(
             "  - name: tls\n    address: \"127.0.0.1:{tls_port}\"\n    cluster: shop\n    tls: {{ cert: {}, key: {} }}\n",
             pki.path("a.crt"),

@@ -62,7 +62,14 @@ impl FleetSync {
                 continue;
             }
             let entries = p.partitions.entry(router.name.clone()).or_default();
+            // Bounded while Redis is away: past the table's size, what a `$WSPT` flood
+            // adds is junk, and whatever the table still holds at the next session is
+            // published then anyway (at version 0, as everything Redis lacks).
+            let cap = table.max();
             for c in changes {
+                if entries.len() >= cap && !entries.contains_key(&c.key) {
+                    continue;
+                }
                 if let Some(id) = router.clone_id_of_tag(c.clone) {
                     entries.insert(c.key, (id.to_string(), c.at_ms));
                 }
