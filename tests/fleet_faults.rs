@@ -296,3 +296,42 @@ async fn garbage_under_the_fleets_keys_is_counted_and_ignored() {
     assert_eq!(metric(&a, UP).await, 1.0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_redis_a_restart_falls_back_to_its_state_dir() {
+    let dir = scratch_dir("fleet-fallback");
+    let mut redis = Redis::start(&dir.join("redis"));
+    let (_cluster, sims) = was_cluster().await;
+    let url = redis.url();
+    let opts = || common::Opts {
+        cluster: cluster_yaml(&sims),
+        top: format!(
+            "state_dir: {}/state\n{}",
+            dir.display(),
+            shared_state(&url, "a", "")
+        ),
+        admin: true,
+        metrics: true,
+        log: Some("info"),
+        dir: Some(dir.join("a")),
+        ..common::Opts::default()
+    };
+    let a = common::Tether::start_with(opts());
+    let sessions = sessions(&a, 12).await;
+    let (status, _) = a
+        .admin("POST", "/clusters/shop/servers/was2/drain", None, b"")
+        .await;
+    assert_eq!(status, 200);
+    a.terminate(); // saves its table and changes under state_dir
+    redis.kill();
+
+    let a = common::Tether::start_with(opts());
+    assert!(a.log().contains("unreachable at start"), "{}", a.log());
+    assert_eq!(table_size(&a).await, 6, "the table from state_dir");
+    assert_eq!(a.server_status(None, "was2").await.0, "draining");
+    for (cookie, home) in &sessions {
+        assert_eq!(&visit(&a, cookie).await.0, home);
+    }
+    assert_eq!(wsfo_total(&sims), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
