@@ -158,9 +158,17 @@ async fn an_operators_change_on_one_instance_applies_to_all_and_survives_restart
     assert_eq!(change["by"], "a");
     let (_, json) = c.admin("GET", "/status", None, b"").await;
     assert_eq!(json["clusters"][0]["servers"][1]["weight"], 7);
-    assert_eq!(json["fleet"]["up"], true, "{json}");
-    let peers = json["fleet"]["instances"].as_array().unwrap().len();
-    assert_eq!(peers, 3, "the fleet's instances: {json}");
+    // The sync task starts with the services, just after the listeners.
+    until(
+        "c is in sync and sees the fleet",
+        Duration::from_secs(5),
+        || async {
+            let (_, json) = c.admin("GET", "/status", None, b"").await;
+            let peers = json["fleet"]["instances"].as_array().map_or(0, Vec::len);
+            json["fleet"]["up"] == true && peers == 3
+        },
+    )
+    .await;
 
     // Back to the file's values through the restarted instance: everyone follows.
     let (status, _) = c
