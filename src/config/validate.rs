@@ -1,12 +1,13 @@
 //! Turns raw config types into the validated model, collecting every error.
 
+use super::clusters::{cluster, servers};
 use super::error::ConfigError;
 use super::model::*;
 use super::operations;
 use super::parse_duration;
-use super::raw::{RawCluster, RawConfig, RawServer, RawServerSettings};
+use super::raw::{RawConfig, RawServerSettings};
 use std::collections::HashMap;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Collects errors for one config while it is being validated.
@@ -65,7 +66,7 @@ impl Check<'_> {
     }
 
     /// Reports a second use of `key` within one scope (names, routes, addresses...).
-    fn unique<K: std::hash::Hash + Eq>(
+    pub(super) fn unique<K: std::hash::Hash + Eq>(
         &mut self,
         seen: &mut HashMap<K, String>,
         key: K,
@@ -96,8 +97,8 @@ fn shown(d: Duration) -> String {
     }
 }
 
-const MS: Duration = Duration::from_millis(1);
-const HOUR: Duration = Duration::from_secs(3600);
+pub(super) const MS: Duration = Duration::from_millis(1);
+pub(super) const HOUR: Duration = Duration::from_secs(3600);
 
 /// Validates `raw`; the returned config is meaningful only when no error was added.
 pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
@@ -394,7 +395,7 @@ fn unknown_cluster(name: &str, clusters: &[Cluster]) -> String {
 }
 
 /// Names of listeners, clusters and servers appear in file names, logs and metric labels.
-fn check_name(check: &mut Check, path: String, name: &str) {
+pub(super) fn check_name(check: &mut Check, path: String, name: &str) {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name
@@ -406,290 +407,4 @@ fn check_name(check: &mut Check, path: String, name: &str) {
             format!("`{name}` must be 1-64 characters of A-Z a-z 0-9 _ - ."),
         );
     }
-}
-
-/// A cookie or parameter name must be a non-empty HTTP token without `=`.
-fn is_token(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b))
-}
-
-fn cluster(
-    c: RawCluster,
-    raw_servers: &[Option<RawServer>],
-    path: &str,
-    check: &mut Check,
-) -> Cluster {
-    let session_style = c.session_style.unwrap_or(SessionStyle::Tomcat);
-    let session_cookie = c.session_cookie.unwrap_or_else(|| "JSESSIONID".into());
-    let session_path = c.session_path.unwrap_or_else(|| "jsessionid".into());
-    for (field, value) in [
-        ("session_cookie", &session_cookie),
-        ("session_path", &session_path),
-    ] {
-        if !is_token(value) {
-            check.err(
-                format!("{path}.{field}"),
-                format!("`{value}` is not a valid name"),
-            );
-        }
-    }
-    if let Some(h) = &c.session_header {
-        if http::HeaderName::from_bytes(h.as_bytes()).is_err() {
-            check.err(
-                format!("{path}.session_header"),
-                format!("`{h}` is not a header name"),
-            );
-        }
-    }
-    let max_attempts = c.max_attempts.unwrap_or(3);
-    if !(1..=MAX_ATTEMPTS_LIMIT).contains(&max_attempts) {
-        check.err(
-            format!("{path}.max_attempts"),
-            format!("must be between 1 and {MAX_ATTEMPTS_LIMIT}"),
-        );
-    }
-    let websphere = c.websphere.as_ref();
-    let partition_table_max = websphere
-        .and_then(|w| w.partition_table_max)
-        .unwrap_or(DEFAULT_PARTITION_TABLE_MAX);
-    if !(1..=PARTITION_TABLE_MAX_LIMIT).contains(&partition_table_max) {
-        check.err(
-            format!("{path}.websphere.partition_table_max"),
-            format!("must be between 1 and {PARTITION_TABLE_MAX_LIMIT}"),
-        );
-    }
-    let clone_separator = match websphere.and_then(|w| w.clone_separator.as_deref()) {
-        None => b':',
-        Some(s) if s.len() == 1 && matches!(s.as_bytes()[0], b':' | b'+') => s.as_bytes()[0],
-        Some(s) => {
-            check.err(
-                format!("{path}.websphere.clone_separator"),
-                format!("`{s}` must be `:` or `+`"),
-            );
-            b':'
-        }
-    };
-    let recover_after = check.duration(
-        format!("{path}.recover_after"),
-        c.recover_after.as_deref(),
-        Duration::from_secs(10),
-        Duration::ZERO..=HOUR,
-    );
-    let connect_timeout = check.duration(
-        format!("{path}.connect_timeout"),
-        c.connect_timeout.as_deref(),
-        Duration::from_secs(3),
-        MS..=Duration::from_secs(600),
-    );
-    let read_timeout = check.duration(
-        format!("{path}.read_timeout"),
-        c.read_timeout.as_deref(),
-        Duration::from_secs(60),
-        MS..=24 * HOUR,
-    );
-    let idle_timeout = check.duration(
-        format!("{path}.idle_timeout"),
-        c.idle_timeout.as_deref(),
-        Duration::from_secs(60),
-        MS..=HOUR,
-    );
-    let servers = servers(raw_servers, session_style, path, check);
-    if let Some(t) = c
-        .tls
-        .as_ref()
-        .filter(|t| t.verify != Some(false) && t.sni.is_none())
-    {
-        let _ = t;
-        if let Some(s) = servers
-            .iter()
-            .find(|s| s.host.is_none() && s.address.port() != 0)
-        {
-            check.err(
-                format!("{path}.tls.sni"),
-                format!(
-                    "server `{}` is addressed by IP: give the name its certificate carries \
-                     (tls.sni), or tls.verify: false",
-                    s.name
-                ),
-            );
-        }
-    }
-    Cluster {
-        name: c.name,
-        session_style,
-        session_cookie,
-        session_path,
-        session_header: c.session_header,
-        sticky: c.sticky.unwrap_or(true),
-        sticky_force: c.sticky_force.unwrap_or(false),
-        max_attempts,
-        balance: c.balance.unwrap_or(Balance::Weighted),
-        recover_after,
-        connect_timeout,
-        read_timeout,
-        idle_timeout,
-        clone_separator,
-        private_headers: websphere.and_then(|w| w.private_headers).unwrap_or(false),
-        partition_table_max,
-        health_check: c
-            .health_check
-            .map(|h| operations::health_check(h, &format!("{path}.health_check"), check)),
-        fail_on_status: operations::fail_on_status(c.fail_on_status, path, check),
-        plugins: Vec::new(),
-        tls: c
-            .tls
-            .as_ref()
-            .map(|t| super::tls::cluster_tls(t, path, check)),
-        ssl_headers: c
-            .ssl_headers
-            .as_ref()
-            .map(|h| super::tls::ssl_headers(h, path, check)),
-        servers,
-    }
-}
-
-fn servers(
-    raw: &[Option<RawServer>],
-    style: SessionStyle,
-    path: &str,
-    check: &mut Check,
-) -> Vec<Server> {
-    let complete = raw.iter().all(Option::is_some);
-    if raw.is_empty() {
-        check.err(format!("{path}.servers"), "at least one server is required");
-    }
-    let mut names = HashMap::new();
-    let mut routes = HashMap::new();
-    let mut clones = HashMap::new();
-    let mut clone_tags: HashMap<u32, String> = HashMap::new();
-    let mut addrs = HashMap::new();
-    let mut out = Vec::new();
-    let mut redirects = Vec::new();
-    for (i, s) in raw.iter().enumerate() {
-        let Some(s) = s else { continue };
-        let p = format!("{path}.servers[{i}]");
-        check_name(check, format!("{p}.name"), &s.name);
-        check.unique(
-            &mut names,
-            s.name.clone(),
-            format!("{p}.name"),
-            "server name",
-            &s.name,
-        );
-        let route = s.route.clone().unwrap_or_else(|| s.name.clone());
-        if route.is_empty() || route.contains([';', ',', ' ']) {
-            check.err(
-                format!("{p}.route"),
-                format!("`{route}` is not a usable route"),
-            );
-        }
-        check.unique(
-            &mut routes,
-            route.clone(),
-            format!("{p}.route"),
-            "route",
-            &route,
-        );
-        if let Some(clone) = &s.clone_id {
-            if clone.is_empty() || clone.contains([':', '+', ',', '=']) {
-                check.err(
-                    format!("{p}.clone_id"),
-                    format!("`{clone}` is not a usable clone id"),
-                );
-            }
-            let fresh = !clones.contains_key(clone);
-            check.unique(
-                &mut clones,
-                clone.clone(),
-                format!("{p}.clone_id"),
-                "clone id",
-                clone,
-            );
-            // The partition table stores 32-bit tags of clone ids; two must not collide.
-            let tag = crate::routing::clone_tag(clone.as_bytes());
-            match clone_tags.insert(tag, clone.clone()) {
-                Some(other) if fresh => check.err(
-                    format!("{p}.clone_id"),
-                    format!(
-                        "`{clone}` and `{other}` hash alike in the partition table; rename one"
-                    ),
-                ),
-                _ => {}
-            }
-        } else if style == SessionStyle::Websphere {
-            check.err(format!("{p}.clone_id"), "required for a websphere cluster");
-        }
-        let address = resolve(&s.address).unwrap_or_else(|e| {
-            check.err(format!("{p}.address"), e);
-            SocketAddr::from(([0, 0, 0, 0], 0))
-        });
-        if address.port() != 0 {
-            check.unique(
-                &mut addrs,
-                address,
-                format!("{p}.address"),
-                "server address",
-                &s.address,
-            );
-        }
-        let weight = s.weight.unwrap_or(1);
-        if !(1..=MAX_WEIGHT).contains(&weight) {
-            check.err(
-                format!("{p}.weight"),
-                format!("must be between 1 and {MAX_WEIGHT}"),
-            );
-        }
-        redirects.push((s.redirect.clone(), format!("{p}.redirect")));
-        out.push(Server {
-            name: s.name.clone(),
-            address,
-            route,
-            clone_id: s.clone_id.clone(),
-            weight,
-            domain: s.domain.clone(),
-            redirect: None,
-            backup: s.backup.unwrap_or(false),
-            state: s.state.unwrap_or(ServerState::Active),
-            host: host_name(&s.address),
-        });
-    }
-    for (i, (redirect, p)) in redirects.into_iter().enumerate() {
-        let Some(target) = redirect else { continue };
-        match out.iter().position(|s| s.name == target) {
-            Some(j) if j == i => check.err(p, "a server cannot redirect to itself"),
-            Some(j) => out[i].redirect = Some(j),
-            None if complete => check.err(p, format!("unknown server `{target}`")),
-            None => {}
-        }
-    }
-    out
-}
-
-/// The host of `host:port` when it is a name rather than an IP address.
-fn host_name(address: &str) -> Option<String> {
-    if address.parse::<SocketAddr>().is_ok() {
-        return None;
-    }
-    let (host, _) = address.rsplit_once(':')?;
-    (host.parse::<std::net::IpAddr>().is_err() && !host.is_empty()).then(|| host.to_string())
-}
-
-/// Parses `host:port`, resolving a host name once, at load time.
-fn resolve(address: &str) -> Result<SocketAddr, String> {
-    if let Ok(a) = address.parse::<SocketAddr>() {
-        return Ok(a);
-    }
-    let bad = || format!("`{address}` is not a host:port address");
-    let (host, port) = address.rsplit_once(':').ok_or_else(bad)?;
-    if host.is_empty() || port.parse::<u16>().is_err() {
-        return Err(bad());
-    }
-    address
-        .to_socket_addrs()
-        .map_err(|e| format!("`{address}` does not resolve: {e}"))?
-        .next()
-        .ok_or_else(|| format!("`{address}` does not resolve to any address"))
 }
