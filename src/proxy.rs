@@ -8,17 +8,17 @@ mod body;
 mod ctx;
 mod forwarded;
 mod plugins;
+mod record;
 mod request;
 mod request_checks;
 mod respond;
+mod route;
 mod secure;
 mod websphere;
 
 pub use ctx::RequestCtx;
 
-use crate::access_log::{AccessLog, Record};
-use crate::config::RouteAction;
-use crate::routes::Found;
+use crate::access_log::AccessLog;
 use crate::routing::{ms_at, now_ms, Decision, Reject};
 use crate::snapshot::SharedSnapshot;
 use async_trait::async_trait;
@@ -139,73 +139,22 @@ impl ProxyHttp for TetherProxy {
         ctx.forwarded = snapshot.forwarded[self.listener];
         // Host and path routes choose the cluster (or answer); then the plugins may.
         let listener_routes = &snapshot.routes[self.listener];
-        let mut start = default;
-        let mut route = None;
-        if !listener_routes.table.is_empty() {
-            let port = session
-                .server_addr()
-                .and_then(|a| a.as_inet())
-                .map_or(0, |a| a.port());
-            let req = session.req_header();
-            let (host, port) = request::request_host(req, port);
-            let found = listener_routes
-                .table
-                .find(host, port, req.uri.path().as_bytes());
-            match found {
-                Found::Route(i) | Found::Excluded(i) => {
-                    let info = &listener_routes.routes[i];
-                    info.hits.inc();
-                    ctx.route = Some(info.name.clone());
-                    if matches!(found, Found::Excluded(_)) {
-                        respond::plain(session, 404, respond::error_body(404), Conn::KeepAlive)
-                            .await?;
-                        return Ok(true);
-                    }
-                    match &info.action {
-                        RouteAction::Cluster(c) => {
-                            start = Some(*c);
-                            route = Some(i);
-                        }
-                        RouteAction::Respond { status, body } => {
-                            respond::plain(session, *status, body.clone(), Conn::KeepAlive).await?;
-                            return Ok(true);
-                        }
-                        RouteAction::Redirect { to, status } => {
-                            respond::redirect(session, *status, to).await?;
-                            return Ok(true);
-                        }
-                    }
-                }
-                Found::None => {}
-            }
-        }
+        let (start, route) = match route::apply(session, ctx, listener_routes, default).await? {
+            route::Step::Cluster { start, route } => (start, route),
+            route::Step::Answered => return Ok(true),
+        };
         let Some(start) = start else {
             // No route and no default cluster.
             respond::plain(session, 404, respond::error_body(404), Conn::KeepAlive).await?;
             return Ok(true);
         };
+        let route_chain = route.map(|i| &*listener_routes.routes[i].chain);
         let cluster = if snapshot.has_plugins() {
-            let route_chain = route.map(|i| listener_routes.routes[i].chain.clone());
-            let routed = plugins::route(
-                &snapshot,
-                self.listener,
-                start,
-                route_chain.as_deref(),
-                session.req_header_mut(),
-            )
-            .await;
-            match routed {
-                Ok(routed) => {
-                    ctx.preferred = routed.preferred;
-                    ctx.plugins = Some((snapshot.clone(), self.listener, routed.cluster));
-                    routed.cluster
-                }
-                Err(answer) => {
-                    // Counted under the cluster the request was headed for.
-                    ctx.metrics = Some(snapshot.metrics[start].clone());
-                    respond::plain(session, answer.status, answer.body, Conn::KeepAlive).await?;
-                    return Ok(true);
-                }
+            match plugins::choose(session, ctx, &snapshot, self.listener, start, route_chain)
+                .await?
+            {
+                Some(cluster) => cluster,
+                None => return Ok(true),
             }
         } else {
             start
@@ -467,25 +416,7 @@ impl ProxyHttp for TetherProxy {
         e: &Error,
         ctx: &mut RequestCtx,
     ) -> FailToProxy {
-        let code = match e.etype() {
-            ErrorType::HTTPStatus(code) => *code,
-            // A server that did not answer in time: 504, as nginx and HAProxy say.
-            ErrorType::ConnectTimedout | ErrorType::ReadTimedout | ErrorType::WriteTimedout
-                if e.esource() == &pingora_error::ErrorSource::Upstream =>
-            {
-                504
-            }
-            _ => match e.esource() {
-                pingora_error::ErrorSource::Upstream => 502,
-                pingora_error::ErrorSource::Downstream => match e.etype() {
-                    // A streamed body's read passed `request_body_timeout`.
-                    ErrorType::ReadTimedout => 408,
-                    ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed => 0,
-                    _ => 400,
-                },
-                _ => 500,
-            },
-        };
+        let code = respond::error_status(e);
         // Only an interim (1xx) answer may have gone out; then a final one still can.
         let final_written = session
             .response_written()
@@ -558,26 +489,7 @@ impl ProxyHttp for TetherProxy {
             snapshot.cluster_chains[*cluster].logging(&summary);
         }
         if let Some(log) = &self.access_log {
-            let req = session.req_header();
-            log.log(Record {
-                time: std::time::SystemTime::now(),
-                client: session
-                    .client_addr()
-                    .and_then(|a| a.as_inet())
-                    .map(|a| a.ip()),
-                method: req.method.clone(),
-                uri: req.uri.clone(),
-                status,
-                duration,
-                router: ctx.router.clone(),
-                server,
-                outcome: ctx.outcome,
-                rejected: ctx.rejected.is_some(),
-                attempts: ctx.tried.len(),
-                version: req.version,
-                tls: secure::Secure::of(session).map(|s| s.digest.version.clone()),
-                route: ctx.route.clone(),
-            });
+            log.log(record::of(session, ctx, status, duration, server));
         }
     }
 }

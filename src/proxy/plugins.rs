@@ -77,3 +77,37 @@ fn valid(snapshot: &Snapshot, t: tether_plugins::Target) -> bool {
         .get(t.cluster)
         .is_some_and(|c| t.server.is_none_or(|s| s < c.servers().len()))
 }
+
+/// Runs the plugins for a request headed for cluster `start`: the cluster they choose, or
+/// `None` when a plugin answered the request itself (that answer is sent here).
+pub(super) async fn choose(
+    session: &mut pingora_proxy::Session,
+    ctx: &mut super::RequestCtx,
+    snapshot: &std::sync::Arc<Snapshot>,
+    listener: usize,
+    start: usize,
+    route_chain: Option<&tether_plugins::Chain>,
+) -> pingora_core::Result<Option<usize>> {
+    let routed = route(
+        snapshot,
+        listener,
+        start,
+        route_chain,
+        session.req_header_mut(),
+    )
+    .await;
+    match routed {
+        Ok(routed) => {
+            ctx.preferred = routed.preferred;
+            ctx.plugins = Some((snapshot.clone(), listener, routed.cluster));
+            Ok(Some(routed.cluster))
+        }
+        Err(answer) => {
+            // Counted under the cluster the request was headed for.
+            ctx.metrics = Some(snapshot.metrics[start].clone());
+            let conn = super::respond::Conn::KeepAlive;
+            super::respond::plain(session, answer.status, answer.body, conn).await?;
+            Ok(None)
+        }
+    }
+}

@@ -99,3 +99,27 @@ pub fn error_body(status: u16) -> &'static str {
         _ => "error\n",
     }
 }
+
+/// The status tether answers a failed request with (0: none, the client is gone).
+pub(super) fn error_status(e: &pingora_error::Error) -> u16 {
+    use pingora_error::ErrorType;
+    match e.etype() {
+        ErrorType::HTTPStatus(code) => *code,
+        // A server that did not answer in time: 504, as nginx and HAProxy say.
+        ErrorType::ConnectTimedout | ErrorType::ReadTimedout | ErrorType::WriteTimedout
+            if e.esource() == &pingora_error::ErrorSource::Upstream =>
+        {
+            504
+        }
+        _ => match e.esource() {
+            pingora_error::ErrorSource::Upstream => 502,
+            pingora_error::ErrorSource::Downstream => match e.etype() {
+                // A streamed body's read passed `request_body_timeout`.
+                ErrorType::ReadTimedout => 408,
+                ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed => 0,
+                _ => 400,
+            },
+            _ => 500,
+        },
+    }
+}
