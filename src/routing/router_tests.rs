@@ -12,6 +12,8 @@ use std::time::Duration;
 // and would look for child modules beside it; the `#[path]`s point into router_tests/.
 #[path = "router_tests/balance.rs"]
 mod balance;
+#[path = "router_tests/domains.rs"]
+mod domains;
 #[path = "router_tests/hashing.rs"]
 mod hashing;
 #[path = "router_tests/hostile.rs"]

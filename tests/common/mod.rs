@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod fleet;
+pub mod import;
 pub mod lookup;
 pub mod pki;
 pub mod prometheus;
