@@ -21,8 +21,6 @@
 //! each connection parked in its pool.
 
 use async_trait::async_trait;
-use pingora_core::server::configuration::{Opt, ServerConf};
-use pingora_core::server::Server;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::Result;
 use pingora_http::RequestHeader;
@@ -88,15 +86,7 @@ use args::parse_args;
 fn main() {
     env_logger::init();
     let args = parse_args();
-    let conf = ServerConf {
-        threads: args.threads,
-        work_stealing: args.work_stealing,
-        grace_period_seconds: Some(0),
-        graceful_shutdown_timeout_seconds: Some(0),
-        ..ServerConf::default()
-    };
-    let mut server = Server::new_with_opt_and_conf(Opt::default(), conf);
-    server.bootstrap();
+    let mut server = args::server(&args);
 
     let upstreams = LoadBalancer::try_from_iter(args.upstreams.iter().map(String::as_str))
         .expect("upstream addresses");

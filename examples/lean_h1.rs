@@ -18,8 +18,7 @@ use pingora_core::apps::ServerApp;
 use pingora_core::connectors::http::v1::Connector;
 use pingora_core::protocols::http::v1::server::HttpSession as DownSession;
 use pingora_core::protocols::Stream;
-use pingora_core::server::configuration::{Opt, ServerConf};
-use pingora_core::server::{Server, ShutdownWatch};
+use pingora_core::server::ShutdownWatch;
 use pingora_core::services::listening::Service;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::Result;
@@ -107,15 +106,7 @@ impl ServerApp for Lean {
 fn main() {
     env_logger::init();
     let args = args::parse_args();
-    let conf = ServerConf {
-        threads: args.threads,
-        work_stealing: args.work_stealing,
-        grace_period_seconds: Some(0),
-        graceful_shutdown_timeout_seconds: Some(0),
-        ..ServerConf::default()
-    };
-    let mut server = Server::new_with_opt_and_conf(Opt::default(), conf);
-    server.bootstrap();
+    let mut server = args::server(&args);
     let peers = args
         .upstreams
         .iter()

@@ -3,41 +3,11 @@
 
 mod common;
 
+use common::fleet::{cluster_yaml_with as cluster_yaml, was_cluster};
 use common::{scratch_dir, Browser, Opts, Tether};
 use std::time::Duration;
-use tether::sim::{WasCluster, WebSphereSim};
+use tether::sim::WebSphereSim;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// Three clones, each owning two partitions.
-async fn was_cluster() -> (WasCluster, Vec<WebSphereSim>) {
-    let cluster = WasCluster::new();
-    let mut sims = Vec::new();
-    for (i, parts) in [["101", "102"], ["201", "202"], ["301", "302"]]
-        .iter()
-        .enumerate()
-    {
-        let n = i + 1;
-        let sim = WebSphereSim::start(&cluster, &format!("was{n}"), &format!("c{n}"), parts)
-            .await
-            .unwrap();
-        sims.push(sim);
-    }
-    (cluster, sims)
-}
-
-fn cluster_yaml(sims: &[WebSphereSim], extra: &str) -> String {
-    let mut y =
-        format!("    session_style: websphere\n    recover_after: 60s\n{extra}    servers:\n");
-    for s in sims {
-        y.push_str(&format!(
-            "      - {{ name: {}, address: \"{}\", clone_id: {} }}\n",
-            s.name(),
-            s.addr(),
-            s.clone_id()
-        ));
-    }
-    y
-}
 
 /// Options for a tether in front of `sims` that keeps its tables in `<state>/state`, with
 /// its own files in `dir`.

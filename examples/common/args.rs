@@ -64,3 +64,18 @@ pub fn parse_args() -> Args {
         upstreams,
     }
 }
+
+/// A Pingora server for `args`, bootstrapped, stopping at once on a signal.
+pub fn server(args: &Args) -> pingora_core::server::Server {
+    use pingora_core::server::configuration::{Opt, ServerConf};
+    let conf = ServerConf {
+        threads: args.threads,
+        work_stealing: args.work_stealing,
+        grace_period_seconds: Some(0),
+        graceful_shutdown_timeout_seconds: Some(0),
+        ..ServerConf::default()
+    };
+    let mut server = pingora_core::server::Server::new_with_opt_and_conf(Opt::default(), conf);
+    server.bootstrap();
+    server
+}

@@ -23,7 +23,13 @@ pub async fn was_cluster() -> (WasCluster, Vec<WebSphereSim>) {
 }
 
 pub fn cluster_yaml(sims: &[WebSphereSim]) -> String {
-    let mut y = "    session_style: websphere\n    recover_after: 60s\n    servers:\n".to_string();
+    cluster_yaml_with(sims, "")
+}
+
+/// The cluster body for `sims`, with more cluster fields (indented 4) in `extra`.
+pub fn cluster_yaml_with(sims: &[WebSphereSim], extra: &str) -> String {
+    let mut y =
+        format!("    session_style: websphere\n    recover_after: 60s\n{extra}    servers:\n");
     for s in sims {
         y.push_str(&format!(
             "      - {{ name: {}, address: \"{}\", clone_id: {} }}\n",
