@@ -4,22 +4,31 @@
 //!
 //! ```sh
 //! # A WebSphere-like backend: every response announces `--fresh` (64) partitions no
-//! # response announced before, over the clone ids given (one clone id per listener).
+//! # response announced before, over the clone ids given (one listener per clone id).
 //! fleet_lag serve --listen 127.0.0.1:8081,127.0.0.1:8082 --clones c1,c2
 //!
 //! # Drives tether A (its proxy port) so that it learns each rate's partitions per minute,
-//! # samples A's and B's /metrics every 100 ms, and prints the lag table.
+//! # samples A's and B's /metrics every 100 ms and B's table size (admin API) every 10 ms,
+//! # and prints the lag and CPU tables.
 //! fleet_lag drive --proxy 127.0.0.1:8080 --metrics-a 127.0.0.1:9091 \
-//!     --metrics-b 127.0.0.1:9092 --pids A_PID,B_PID,REDIS_PID \
+//!     --metrics-b 127.0.0.1:9092 --admin-b 127.0.0.1:9002 --pids A_PID,B_PID,REDIS_PID \
 //!     --rates 10000,100000,1000000 --seconds 25 --raw samples.tsv
 //! ```
 //!
-//! Lag, from the sampled curves: A's `tether_wspt_entries_learned_total` and B's
-//! `tether_shared_state_applied_total{kind="partition"}` (both counted from the phase's
-//! start). For every level N that A's samples show during the phase, the time A reached N
-//! and the time B reached N are interpolated linearly between the samples around them;
-//! the lag is the difference. B's own `tether_shared_state_lag_seconds` (publish time to
-//! apply time of the last event B applied) is reported from its samples as well.
+//! Lag is "how long after A had learned N partitions B had applied N", measured twice:
+//!
+//! - from the 100 ms samples (`--sample-ms`): A's `tether_wspt_entries_learned_total` and
+//!   B's `tether_shared_state_applied_total{kind="partition"}`, both counted from the
+//!   phase's start; for every level N A's samples show, the times A and B reached N are
+//!   interpolated between the samples around them. Lags shorter than the sampling interval
+//!   mostly read 0 here: both curves pass N between the same two samples.
+//! - finely: A reached 64·k partitions when the k-th response came back (A learns a
+//!   response's partitions before it forwards the response), and B's count is its partition
+//!   table's size from `GET /status` every 10 ms (`--fine-ms`; B learns nothing itself).
+//!
+//! B's own `tether_shared_state_lag_seconds` (publish time to apply time of the last event
+//! B applied) is reported from the 100 ms samples as well, and the CPU of Redis, A and B
+//! (all threads, and the fleet's `BG fleet` thread) from /proc.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -35,8 +44,9 @@ type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 fn usage() -> ! {
     eprintln!(
         "usage: fleet_lag serve --listen ADDR[,ADDR...] --clones ID[,ID...] [--fresh 64]\n       \
-         fleet_lag drive --proxy ADDR --metrics-a ADDR --metrics-b ADDR [--pids A,B,REDIS]\n       \
-         \x20   [--rates 10000,100000,1000000] [--seconds 25] [--catch-up 30] [--workers 8] [--raw FILE]"
+         fleet_lag drive --proxy ADDR --metrics-a ADDR --metrics-b ADDR [--admin-b ADDR]\n       \
+         \x20   [--pids A,B,REDIS] [--rates 10000,100000,1000000] [--seconds 25] [--catch-up 30]\n       \
+         \x20   [--workers 8] [--fresh 64] [--sample-ms 100] [--fine-ms 10] [--raw FILE]"
     );
     std::process::exit(2)
 }
@@ -186,7 +196,8 @@ fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-/// CPU seconds of a process: all its threads, and those whose name starts with `fleet`.
+/// CPU seconds of a process: all its threads, and those named `BG fleet` (Pingora names a
+/// background service's threads `BG <name>`: the fleet's sync task and its stream reader).
 fn cpu_of(pid: u32, hz: f64) -> (f64, f64) {
     let (mut all, mut fleet) = (0u64, 0u64);
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -209,7 +220,7 @@ fn cpu_of(pid: u32, hz: f64) -> (f64, f64) {
             .collect();
         let ticks: u64 = v.iter().sum();
         all += ticks;
-        if comm.starts_with("fleet") {
+        if comm.starts_with("BG fleet") {
             fleet += ticks;
         }
     }
@@ -257,13 +268,34 @@ struct Phase {
     start: f64,
     drive_end: f64,
     end: f64,
-    sent: u64,
+    /// When each answered request's response arrived (seconds since the start), sorted.
+    answered: Vec<f64>,
     failed: u64,
+}
+
+/// One fine probe of B: its partition table's size (B learns nothing itself: the size is
+/// what it applied) at the middle of a `GET /status`.
+type Probe = (f64, f64);
+
+async fn table_size(c: &mut HttpClient, start: Instant) -> Option<Probe> {
+    let t0 = start.elapsed().as_secs_f64();
+    let r = c.get("/status", &[]).await.ok()?;
+    let t1 = start.elapsed().as_secs_f64();
+    let json: serde_json::Value = serde_json::from_str(r.body_str()).ok()?;
+    let size = json["clusters"][0]["partition_table"]["size"].as_f64()?;
+    Some(((t0 + t1) / 2.0, size))
+}
+
+fn parse<T: std::str::FromStr>(f: &HashMap<String, String>, k: &str, default: T) -> T {
+    f.get(k)
+        .map_or(Some(default), |v| v.parse().ok())
+        .unwrap_or_else(|| usage())
 }
 
 async fn drive(f: &HashMap<String, String>) -> Res<()> {
     let proxy = addr(f, "proxy");
     let (ma, mb) = (addr(f, "metrics-a"), addr(f, "metrics-b"));
+    let admin_b = f.get("admin-b").map(|_| addr(f, "admin-b"));
     let pids: Vec<u32> = f
         .get("pids")
         .map(|p| list(p).iter().filter_map(|x| x.parse().ok()).collect())
@@ -272,21 +304,24 @@ async fn drive(f: &HashMap<String, String>) -> Res<()> {
         .iter()
         .map(|r| r.parse())
         .collect::<Result<_, _>>()?;
-    let seconds: f64 = f.get("seconds").map_or(Ok(25.0), |v| v.parse())?;
-    let catch_up: f64 = f.get("catch-up").map_or(Ok(30.0), |v| v.parse())?;
-    let workers: usize = f.get("workers").map_or(Ok(8), |v| v.parse())?;
-    let fresh: f64 = f.get("fresh").map_or(Ok(64.0), |v| v.parse())?;
+    let seconds: f64 = parse(f, "seconds", 25.0);
+    let catch_up: f64 = parse(f, "catch-up", 30.0);
+    let workers: usize = parse(f, "workers", 8);
+    let fresh: f64 = parse(f, "fresh", 64.0);
+    let sample_ms: u64 = parse(f, "sample-ms", 100);
+    let fine_ms: u64 = parse(f, "fine-ms", 10);
     let hz = 100.0; // USER_HZ on Linux
 
     let start = Instant::now();
     let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
+    let probes: Arc<Mutex<Vec<Probe>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = {
         let (samples, stop) = (samples.clone(), stop.clone());
         let pids = pids.clone();
         tokio::spawn(async move {
             let (mut ca, mut cb) = (HttpClient::new(ma), HttpClient::new(mb));
-            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            let mut tick = tokio::time::interval(Duration::from_millis(sample_ms));
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             while !stop.load(Relaxed) {
                 tick.tick().await;
@@ -321,6 +356,21 @@ async fn drive(f: &HashMap<String, String>) -> Res<()> {
             }
         })
     };
+    // The fine probe of B's table, for the lag below the sampler's resolution.
+    let prober = admin_b.filter(|_| fine_ms > 0).map(|admin| {
+        let (probes, stop) = (probes.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut c = HttpClient::new(admin);
+            let mut tick = tokio::time::interval(Duration::from_millis(fine_ms));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            while !stop.load(Relaxed) {
+                tick.tick().await;
+                if let Some(p) = table_size(&mut c, start).await {
+                    probes.lock().unwrap().push(p);
+                }
+            }
+        })
+    });
     let last = |samples: &Arc<Mutex<Vec<Sample>>>| samples.lock().unwrap().last().cloned();
     tokio::time::sleep(Duration::from_millis(500)).await;
 
@@ -334,11 +384,11 @@ async fn drive(f: &HashMap<String, String>) -> Res<()> {
         let base = last(&samples).unwrap_or_default();
         let (tx, rx) = tokio::sync::mpsc::channel::<()>(100_000);
         let rx = Arc::new(tokio::sync::Mutex::new(rx));
-        let sent = Arc::new(AtomicU64::new(0));
+        let answered: Arc<Mutex<Vec<f64>>> = Arc::default();
         let failed = Arc::new(AtomicU64::new(0));
         let mut pool = Vec::new();
         for _ in 0..workers {
-            let (rx, sent, failed) = (rx.clone(), sent.clone(), failed.clone());
+            let (rx, answered, failed) = (rx.clone(), answered.clone(), failed.clone());
             pool.push(tokio::spawn(async move {
                 let mut c = HttpClient::new(proxy);
                 loop {
@@ -347,9 +397,13 @@ async fn drive(f: &HashMap<String, String>) -> Res<()> {
                         return;
                     }
                     match c.get("/app", &[]).await {
-                        Ok(r) if r.status == 200 => sent.fetch_add(1, Relaxed),
-                        _ => failed.fetch_add(1, Relaxed),
-                    };
+                        Ok(r) if r.status == 200 => {
+                            answered.lock().unwrap().push(start.elapsed().as_secs_f64())
+                        }
+                        _ => {
+                            failed.fetch_add(1, Relaxed);
+                        }
+                    }
                 }
             }));
         }
@@ -377,19 +431,25 @@ async fn drive(f: &HashMap<String, String>) -> Res<()> {
             }
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut answered = std::mem::take(&mut *answered.lock().unwrap());
+        answered.sort_by(f64::total_cmp);
         phases.push(Phase {
             rate,
             start: p_start,
             drive_end,
             end: start.elapsed().as_secs_f64(),
-            sent: sent.load(Relaxed),
+            answered,
             failed: failed.load(Relaxed),
         });
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     stop.store(true, Relaxed);
     let _ = sampler.await;
+    if let Some(p) = prober {
+        let _ = p.await;
+    }
     let samples = samples.lock().unwrap().clone();
+    let probes = probes.lock().unwrap().clone();
 
     if let Some(path) = f.get("raw") {
         let mut out = String::from(
@@ -416,38 +476,31 @@ async fn drive(f: &HashMap<String, String>) -> Res<()> {
         }
         std::fs::write(path, out)?;
     }
+    report(&phases, &samples, &probes, fresh);
+    Ok(())
+}
 
-    println!(
-        "{:>10} {:>10} {:>10} {:>7} {:>6} | {:>7} {:>7} {:>7} {:>6} | {:>7} {:>7} {:>7} | {:>6} {:>6} {:>6} {:>6} {:>6} {:>7}",
-        "target/min",
-        "A learn/m",
-        "B apply/m",
-        "resp/s",
-        "failed",
-        "lag p50",
-        "p99",
-        "max",
-        "behind",
-        "gauge50",
-        "p99",
-        "max",
-        "redis%",
-        "A%",
-        "Afleet%",
-        "B%",
-        "Bfleet%",
-        "catchup"
-    );
-    for p in &phases {
+/// p50 / p99 / max of `v`, in ms.
+fn spread(mut v: Vec<f64>) -> [String; 3] {
+    [0.5, 0.99, 1.0].map(|q| ms(quantile(&mut v, q)))
+}
+
+fn report(phases: &[Phase], samples: &[Sample], probes: &[Probe], fresh: f64) {
+    let mut lag_rows = Vec::new();
+    let mut cpu_rows = Vec::new();
+    for p in phases {
         let during: Vec<&Sample> = samples
             .iter()
             .filter(|s| s.ta >= p.start && s.ta <= p.end)
+            // A failed scrape reads NaN: left out.
+            .filter(|s| s.a_learned.is_finite() && s.b_applied.is_finite())
             .collect();
         let (Some(first), Some(at_end)) =
             (during.first(), during.iter().rfind(|s| s.ta <= p.drive_end))
         else {
             continue;
         };
+        // The sampled curves: A's learned and B's applied counts since the phase began.
         let a_curve: Vec<(f64, f64)> = during
             .iter()
             .map(|s| (s.ta, s.a_learned - first.a_learned))
@@ -456,7 +509,7 @@ async fn drive(f: &HashMap<String, String>) -> Res<()> {
             .iter()
             .map(|s| (s.tb, s.b_applied - first.b_applied))
             .collect();
-        let (mut lags, mut behind) = (Vec::new(), 0);
+        let mut curve_lags = Vec::new();
         let mut last_level = 0.0;
         for s in during.iter().filter(|s| s.ta <= p.drive_end) {
             let level = s.a_learned - first.a_learned;
@@ -464,45 +517,116 @@ async fn drive(f: &HashMap<String, String>) -> Res<()> {
                 continue;
             }
             last_level = level;
-            match (reached(&a_curve, level), reached(&b_curve, level)) {
-                (Some(ta), Some(tb)) => lags.push(tb - ta),
-                _ => behind += 1,
+            if let (Some(ta), Some(tb)) = (reached(&a_curve, level), reached(&b_curve, level)) {
+                curve_lags.push(tb - ta);
             }
         }
-        let mut gauge: Vec<f64> = during
+        // The fine curves: A's from the responses' arrival (A learned each response's
+        // partitions before it sent the response), B's from the fine probe of its table.
+        let fine: Vec<(f64, f64)> = {
+            let before = probes.iter().rfind(|(t, _)| *t <= p.start).map(|x| x.1);
+            let base = before.unwrap_or(0.0);
+            probes
+                .iter()
+                .filter(|(t, _)| *t > p.start && *t <= p.end)
+                .map(|&(t, v)| (t, v - base))
+                .collect()
+        };
+        let (mut fine_lags, mut behind) = (Vec::new(), 0);
+        for (k, &t) in p.answered.iter().enumerate() {
+            match reached(&fine, (k + 1) as f64 * fresh) {
+                Some(tb) => fine_lags.push(tb - t),
+                None => behind += 1,
+            }
+        }
+        let gauge: Vec<f64> = during
             .iter()
             .filter(|s| s.tb >= p.start + 1.0 && s.tb <= p.drive_end && s.b_lag.is_finite())
             .map(|s| s.b_lag)
             .collect();
         let secs = at_end.ta - first.ta;
+        let learned = at_end.a_learned - first.a_learned;
         let per_min = |d: f64| d / secs * 60.0;
-        let cpu = |i: usize| (at_end.cpu[i] - first.cpu[i]) / secs * 100.0;
-        // When B had applied everything A learned in the phase, after the driving stopped.
-        let total = during.last().map_or(0.0, |s| s.a_learned - first.a_learned);
-        let caught = reached(&b_curve, total).map_or(f64::NAN, |t| t - p.drive_end);
-        println!(
-            "{:>10.0} {:>10.0} {:>10.0} {:>7.1} {:>6} | {:>7} {:>7} {:>7} {:>6} | {:>7} {:>7} {:>7} | {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>7}",
+        // When B had applied everything A learned in the phase, after the last response.
+        let total = p.answered.len() as f64 * fresh;
+        let last_answer = p.answered.last().copied().unwrap_or(p.drive_end);
+        let caught = reached(&fine, total).map(|t| t - last_answer);
+        let [f50, f99, fmax] = spread(fine_lags);
+        let [c50, c99, cmax] = spread(curve_lags);
+        let [g50, g99, gmax] = spread(gauge);
+        lag_rows.push(format!(
+            "{:>10.0} {:>9.0} {:>9.0} {:>6.1} {:>4} | {:>6} {:>6} {:>6} {:>4} {:>7} | {:>6} {:>6} {:>6} | {:>6} {:>6} {:>6}",
             p.rate,
-            per_min(at_end.a_learned - first.a_learned),
+            per_min(learned),
             per_min(at_end.b_applied - first.b_applied),
-            p.sent as f64 / (p.drive_end - p.start),
+            p.answered.len() as f64 / (p.drive_end - p.start),
             p.failed,
-            ms(quantile(&mut lags.clone(), 0.5)),
-            ms(quantile(&mut lags.clone(), 0.99)),
-            ms(quantile(&mut lags, 1.0)),
+            f50,
+            f99,
+            fmax,
             behind,
-            ms(quantile(&mut gauge.clone(), 0.5)),
-            ms(quantile(&mut gauge.clone(), 0.99)),
-            ms(quantile(&mut gauge, 1.0)),
-            cpu(4),
-            cpu(0),
-            cpu(1),
-            cpu(2),
-            cpu(3),
-            ms(caught),
-        );
+            caught.map_or("-".into(), ms),
+            c50,
+            c99,
+            cmax,
+            g50,
+            g99,
+            gmax,
+        ));
+        let cpu = |i: usize| at_end.cpu[i] - first.cpu[i];
+        let pct = |i: usize| cpu(i) / secs * 100.0;
+        let us_per = |i: usize| cpu(i) * 1e6 / learned.max(1.0);
+        cpu_rows.push(format!(
+            "{:>10.0} | {:>6.1} {:>6.1} {:>7.1} {:>6.1} {:>7.1} | {:>9.1} {:>9.1} {:>9.1}",
+            p.rate,
+            pct(4),
+            pct(0),
+            pct(1),
+            pct(2),
+            pct(3),
+            us_per(4),
+            us_per(1),
+            us_per(3),
+        ));
     }
-    Ok(())
+    println!(
+        "{:>10} {:>9} {:>9} {:>6} {:>4} | {:>6} {:>6} {:>6} {:>4} {:>7} | {:>6} {:>6} {:>6} | {:>6} {:>6} {:>6}",
+        "target/min",
+        "A learn/m",
+        "B apply/m",
+        "resp/s",
+        "fail",
+        "lag50",
+        "lag99",
+        "max",
+        "late",
+        "catchup",
+        "crv50",
+        "crv99",
+        "max",
+        "gau50",
+        "gau99",
+        "max"
+    );
+    for r in lag_rows {
+        println!("{r}");
+    }
+    println!();
+    println!(
+        "{:>10} | {:>6} {:>6} {:>7} {:>6} {:>7} | {:>9} {:>9} {:>9}",
+        "target/min",
+        "Redis%",
+        "A%",
+        "Afleet%",
+        "B%",
+        "Bfleet%",
+        "Redis µs",
+        "Afleet µs",
+        "Bfleet µs"
+    );
+    for r in cpu_rows {
+        println!("{r}");
+    }
 }
 
 fn ms(s: f64) -> String {

@@ -150,6 +150,12 @@ impl ServerValue {
     }
 }
 
+/// The version a partition or server value starts with.
+pub fn version_of(value: &[u8]) -> Option<u64> {
+    let end = value.iter().position(|&b| b == b'|')?;
+    std::str::from_utf8(&value[..end]).ok()?.parse().ok()
+}
+
 /// A Redis stream id (`<ms>-<seq>`) as a comparable pair.
 pub fn stream_id(id: &str) -> Option<(u64, u64)> {
     let (ms, seq) = id.split_once('-')?;
@@ -217,6 +223,9 @@ mod tests {
         assert_eq!(parse_server_field(b"wsa"), None);
         assert_eq!(stream_id("1764-3"), Some((1764, 3)));
         assert_eq!(stream_id("junk"), None);
+        assert_eq!(version_of(b"1764|c1|a"), Some(1764));
+        assert_eq!(version_of(b"x|c1|a"), None);
+        assert_eq!(version_of(b"1764"), None);
         assert_eq!(Keys::new("t").partitions("ws"), "{t}:partitions:ws");
     }
 }

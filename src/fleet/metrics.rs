@@ -18,7 +18,7 @@ pub static UP: Lazy<IntGauge> = Lazy::new(|| {
 pub static LAG: Lazy<Gauge> = Lazy::new(|| {
     register_gauge!(
         "tether_shared_state_lag_seconds",
-        "Time from another instance's publishing a change to this instance's applying it (the last one applied)."
+        "For the last change applied from another instance: time from its being learned or made there (its version) to its applying here."
     )
     .expect("register tether_shared_state_lag_seconds")
 });

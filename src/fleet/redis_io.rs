@@ -58,7 +58,10 @@ return out
 "#;
 
 /// Events kept in the stream: an instance that falls further behind loads everything again.
-pub const STREAM_LEN: usize = 100_000;
+/// 500,000 events are 7 s of a fleet learning 4M partitions a minute, and a few tens of MB
+/// in Redis; 100,000 (1.5 s at that rate) let a busy instance fall behind, reload, and
+/// fall behind again (`bench/README.md`, "Fleet").
+pub const STREAM_LEN: usize = 500_000;
 /// How long one stream read waits for news.
 pub const BLOCK: Duration = Duration::from_millis(1000);
 /// Field/value pairs per script call.

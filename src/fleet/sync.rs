@@ -130,8 +130,15 @@ impl FleetSync {
                 _ => ("event", Applied::Garbage),
             };
             applied.count(kind);
-            if ev.at_ms > 0 && applied != Applied::Garbage {
-                let lag = now.saturating_sub(ev.at_ms);
+            // From when the change was made (its version, a clock in ms), not when it was
+            // published: that includes the wait for the publish tick. Republished entries
+            // (version 0) say nothing about lag.
+            let made = match kind {
+                "hint" => ev.at_ms,
+                _ => keys::version_of(&ev.value).unwrap_or(0),
+            };
+            if made > 0 && applied != Applied::Garbage {
+                let lag = now.saturating_sub(made);
                 self.fleet
                     .lag_ms
                     .store(lag, std::sync::atomic::Ordering::Relaxed);
@@ -178,7 +185,8 @@ impl FleetSync {
             _ = shutdown.changed() => return End::Shutdown,
         };
         self.fleet.set_up(true);
-        let (tx, mut rx) = mpsc::channel(4);
+        // Room for bursts while a flush waits on Redis: the reader keeps reading meanwhile.
+        let (tx, mut rx) = mpsc::channel(64);
         let reading = tokio::spawn(read_events(reader, keys.clone(), after, tx));
         let _stop_reading = AbortOnDrop(reading);
         let mut tick = tokio::time::interval(TICK);
