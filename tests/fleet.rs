@@ -26,6 +26,8 @@ async fn sessions_stay_home_through_every_instance_and_fail_over_alike() {
         )
         .await;
         println!("partition table applied on another instance within {took:?}");
+        let lag = metric(t, "tether_shared_state_lag_seconds").await;
+        assert!(lag > 0.0 && lag < 5.0, "the lag gauge measured it: {lag}");
     }
     let mut counts = vec![1u64; sessions.len()];
     for round in 0..6 {
