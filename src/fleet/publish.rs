@@ -9,7 +9,7 @@ use super::sync::FleetSync;
 use super::{lock, metrics};
 use crate::logging::Every;
 use crate::routing::{now_ms, wall_ms};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 static DATA_ERRORS: Every = Every::new(10_000);
 
@@ -178,17 +178,17 @@ impl FleetSync {
         Ok(())
     }
 
-    /// Publishes, at version 0, what this instance holds and Redis lacks (`held`: the
-    /// partition keys Redis has, per cluster), and its operators' changes.
+    /// Publishes what this instance holds and Redis lacks (`held`: what Redis had when it
+    /// was loaded): partitions at version 0, operators' changes with their versions.
     pub(super) async fn republish(
         &self,
         redis: &mut Redis,
-        held: &[(String, HashSet<u64>)],
+        held: &super::start::InRedis,
     ) -> Result<usize, Failure> {
         let keys = &self.fleet.keys;
         let snapshot = self.control.snapshot().load_full();
         let mut n = 0;
-        for (cluster, in_redis) in held {
+        for (cluster, in_redis) in &held.partitions {
             let Some(router) = snapshot.clusters.iter().find(|r| &r.name == cluster) else {
                 continue;
             };
@@ -218,6 +218,9 @@ impl FleetSync {
         for router in snapshot.clusters.iter() {
             for s in router.servers() {
                 let field = keys::server_field(&router.name, &s.config.name);
+                if held.servers.contains(field.as_bytes()) {
+                    continue;
+                }
                 let value = match known.get(&field) {
                     Some(v) => v.clone(),
                     None if s.live.is_overridden() => ServerValue {

@@ -3,6 +3,7 @@
 use super::redis_io::{Failure, Fields, Redis};
 use super::{apply, Fleet};
 use crate::control::Control;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// Loads operators' changes and every WebSphere cluster's partition table from Redis into
@@ -52,24 +53,32 @@ pub(super) async fn load(fleet: &Fleet, control: &Control) -> Result<(usize, usi
         .map(|(s, p, _)| (s, p))
 }
 
-/// [`load`] on an open connection; also returns, per WebSphere cluster, the partition keys
-/// Redis holds.
+/// What Redis held when it was loaded: the server fields, and per WebSphere cluster the
+/// partition keys.
+#[derive(Default)]
+pub(super) struct InRedis {
+    pub servers: HashSet<Vec<u8>>,
+    pub partitions: Vec<(String, HashSet<u64>)>,
+}
+
+/// [`load`] on an open connection; also returns what Redis held.
 pub(super) async fn load_with(
     redis: &mut Redis,
     fleet: &Fleet,
     control: &Control,
-) -> Result<(usize, usize, Vec<(String, std::collections::HashSet<u64>)>), Failure> {
+) -> Result<(usize, usize, InRedis), Failure> {
+    let mut held = InRedis::default();
     let mut servers = 0;
     for (f, v) in readable(redis.hash(&fleet.keys.servers()).await)? {
         let a = apply::server(fleet, control, &f, &v);
+        held.servers.insert(f);
         a.count("server");
         servers += (a == apply::Applied::Changed) as usize;
     }
     let snapshot = control.snapshot().load_full();
     let mut partitions = 0;
-    let mut held = Vec::new();
     for router in snapshot.clusters.iter().filter(|r| r.is_websphere()) {
-        let mut keys = std::collections::HashSet::new();
+        let mut keys = HashSet::new();
         for (f, v) in readable(redis.hash(&fleet.keys.partitions(&router.name)).await)? {
             let a = apply::partition(fleet, router, &f, &v);
             a.count("partition");
@@ -78,7 +87,7 @@ pub(super) async fn load_with(
                 keys.insert(k);
             }
         }
-        held.push((router.name.clone(), keys));
+        held.partitions.push((router.name.clone(), keys));
     }
     Ok((servers, partitions, held))
 }
