@@ -23,7 +23,13 @@ async fn scrape_when(t: &Tether, series: &str, want: f64) -> String {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let text = scrape(t).await;
-        if sample(&text, series) == Some(want) || Instant::now() > deadline {
+        if sample(&text, series) == Some(want) {
+            // A scrape reads the families one after another while requests finish: the
+            // last request may show in `series` and not yet in a family read before it.
+            // Every update made before this scrape shows in the next one.
+            return scrape(t).await;
+        }
+        if Instant::now() > deadline {
             return text;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
