@@ -49,17 +49,24 @@ pub fn run_fleet() -> ExitCode {
     fleet::run()
 }
 
-pub fn run(listen: Option<SocketAddr>) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+/// The demo's runtime (one worker); `None` after saying why, as `what` (the command).
+fn runtime(what: &str) -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
     {
-        Ok(rt) => rt,
+        Ok(rt) => Some(rt),
         Err(e) => {
-            eprintln!("tether demo: cannot start a runtime: {e}");
-            return ExitCode::FAILURE;
+            eprintln!("{what}: cannot start a runtime: {e}");
+            None
         }
+    }
+}
+
+pub fn run(listen: Option<SocketAddr>) -> ExitCode {
+    let Some(rt) = runtime("tether demo") else {
+        return ExitCode::FAILURE;
     };
     let sims = match rt.block_on(start_sims()) {
         Ok(s) => s,

@@ -138,16 +138,8 @@ pub fn run() -> ExitCode {
         eprintln!("tether demo --fleet: cannot find this binary");
         return ExitCode::FAILURE;
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("tether demo --fleet: cannot start a runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(rt) = super::runtime("tether demo --fleet") else {
+        return ExitCode::FAILURE;
     };
     let dir: PathBuf =
         std::env::temp_dir().join(format!("tether-fleet-demo-{}", std::process::id()));

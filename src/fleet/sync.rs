@@ -7,7 +7,8 @@
 //! 3. publish what changed here while disconnected (newer versions win in Redis);
 //! 4. load everything Redis holds (operators' changes, partition tables) and apply it;
 //! 5. publish what this instance holds and Redis lacks (Redis restarted empty, or this
-//!    instance learned it before joining), at version 0, so it never overrides anything;
+//!    instance learned it before joining): partitions at version 0, so they never override
+//!    anything, operators' changes with the versions they were made with;
 //! 6. then, every 100 ms, publish local changes; apply the stream's events as a reader task
 //!    delivers them; every second, write a heartbeat and check the epoch token.
 //!
