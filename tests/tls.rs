@@ -183,7 +183,7 @@ async fn client_certificates_reach_websphere_and_tomcat_as_their_headers() {
     let (code, out) = curl(&t, &pki, "a.test", "/", &with_cert);
     assert_eq!(code, 0, "{out}");
     let pem = std::fs::read(pki.path("client.crt")).unwrap();
-    let der = openssl::x509::X509::from_pem(&pem)
+    let der = boring::x509::X509::from_pem(&pem)
         .unwrap()
         .to_der()
         .unwrap();

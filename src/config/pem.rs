@@ -1,9 +1,9 @@
 //! Certificates and keys in PEM files, loaded and checked when the config is (`tether -t`,
 //! start, reload): readable, parseable, the key fits the certificate, not expired.
 
-use openssl::asn1::Asn1Time;
-use openssl::pkey::{PKey, Private};
-use openssl::x509::X509;
+use boring::asn1::Asn1Time;
+use boring::pkey::{PKey, Private};
+use boring::x509::X509;
 use std::path::Path;
 
 /// A certificate chain (leaf first) and its private key.

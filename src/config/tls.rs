@@ -82,7 +82,7 @@ pub(super) fn listener_tls(raw: &RawListenerTls, path: &str, check: &mut Check) 
         }
     };
     if let Some(c) = &raw.ciphers {
-        let ok = openssl::ssl::SslAcceptor::mozilla_intermediate_v5(openssl::ssl::SslMethod::tls())
+        let ok = boring::ssl::SslAcceptor::mozilla_intermediate_v5(boring::ssl::SslMethod::tls())
             .map(|mut b| b.set_cipher_list(c).is_ok())
             .unwrap_or(false);
         if !ok {

@@ -3,11 +3,11 @@
 
 use crate::config::pem::{load_cert_key, load_certs, CertKey};
 use crate::config::{ClientAuth, ListenerTls, TlsVersion};
-use openssl::ssl::{
+use boring::ssl::{
     AlpnError, NameType, SniError, SslAcceptor, SslAcceptorBuilder, SslContext, SslMethod,
     SslVerifyMode, SslVersion,
 };
-use openssl::x509::X509Name;
+use boring::x509::X509Name;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -35,7 +35,7 @@ fn select<'a>(ours: &[String], client: &'a [u8]) -> Option<&'a [u8]> {
 
 /// Everything but the certificate, the same for the default and every SNI context.
 fn base(tls: &ListenerTls) -> Result<SslAcceptorBuilder, String> {
-    let err = |what: &str, e: openssl::error::ErrorStack| format!("{what}: {e}");
+    let err = |what: &str, e: boring::error::ErrorStack| format!("{what}: {e}");
     // Mozilla's "intermediate" profile: TLS 1.2 and 1.3, forward-secret AEAD ciphers.
     let mut b =
         SslAcceptor::mozilla_intermediate_v5(SslMethod::tls()).map_err(|e| err("TLS setup", e))?;
@@ -72,7 +72,7 @@ fn base(tls: &ListenerTls) -> Result<SslAcceptorBuilder, String> {
 }
 
 fn use_cert(b: &mut SslAcceptorBuilder, ck: &CertKey) -> Result<(), String> {
-    let err = |e: openssl::error::ErrorStack| format!("certificate: {e}");
+    let err = |e: boring::error::ErrorStack| format!("certificate: {e}");
     b.set_certificate(ck.leaf()).map_err(err)?;
     for extra in &ck.chain[1..] {
         b.add_extra_chain_cert(extra.clone()).map_err(err)?;

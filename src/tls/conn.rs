@@ -3,7 +3,7 @@
 //! own digest has the version and cipher name; this adds what the servers are told.
 
 use async_trait::async_trait;
-use openssl::ssl::{NameType, SslRef};
+use boring::ssl::{NameType, SslRef};
 use pingora_core::listeners::TlsAccept;
 use std::any::Any;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 
 use crate::config::pem::{load_cert_key, load_certs};
 use crate::config::ClusterTls;
-use openssl::x509::X509;
+use boring::x509::X509;
 use pingora_core::utils::tls::CertKey;
 use std::sync::Arc;
 
