@@ -10,6 +10,7 @@ pub mod fast_stop;
 pub mod fleet;
 pub mod health;
 pub mod import;
+pub mod lean;
 pub mod listener;
 pub mod logging;
 pub mod metrics;

@@ -8,18 +8,24 @@
 //! request is raced against its head deadline. The proxy marks the head as read
 //! (`head_read`) in its first phase; a deadline that passes before that drops the request,
 //! which closes the connection. Nothing was sent upstream then, so nothing is cut short.
+//!
+//! With `http1: lean`, HTTP/1 requests go through [`crate::lean`] instead, until one it
+//! does not take is handed over; the connection then stays with Pingora's proxy.
 
 mod accept;
 mod head_limit;
 
-use head_limit::{HeadBudget, HeadLimited};
+use head_limit::HeadBudget;
+pub use head_limit::HeadLimited;
 
+use crate::lean::{Lean, Served};
 use crate::metrics;
 use crate::proxy::TetherProxy;
 use crate::snapshot::SharedSnapshot;
 use async_trait::async_trait;
+use bytes::BytesMut;
 use log::warn;
-use pingora_core::apps::{HttpServerApp, ServerApp};
+use pingora_core::apps::{HttpServerApp, ReusedHttpStream, ServerApp};
 use pingora_core::protocols::http::ServerSession;
 use pingora_core::protocols::Stream;
 use pingora_core::server::ShutdownWatch;
@@ -46,6 +52,20 @@ pub struct Listener {
     open: AtomicUsize,
     /// Plain HTTP/2 (prior knowledge) is allowed (fixed at start).
     h2c: bool,
+    /// The lean HTTP/1 path, when the listener has `http1: lean` (fixed at start).
+    lean: Option<Lean>,
+}
+
+/// Who reads a connection's next request.
+enum Next {
+    Lean(Stream, Option<BytesMut>),
+    Proxy(ServerSession),
+}
+
+/// How a request ended: the connection to go on with, if any.
+enum After {
+    Lean(Option<(Stream, Option<BytesMut>)>),
+    Proxy(Option<ReusedHttpStream>),
 }
 
 impl Listener {
@@ -57,6 +77,7 @@ impl Listener {
         index: usize,
         name: String,
         h2c: bool,
+        lean: Option<Lean>,
     ) -> Self {
         if h2c {
             // Pingora's HTTP/2 path checks the preface again (it is only peeked at).
@@ -71,6 +92,7 @@ impl Listener {
             name,
             open: AtomicUsize::new(0),
             h2c,
+            lean,
         }
     }
 
@@ -78,13 +100,26 @@ impl Listener {
     /// is then closed by dropping it).
     async fn one(
         &self,
-        session: ServerSession,
+        next: Next,
         shutdown: &ShutdownWatch,
         deadline: Duration,
         budget: &Arc<HeadBudget>,
-    ) -> Option<Option<pingora_core::apps::ReusedHttpStream>> {
+    ) -> Option<After> {
         HEAD.scope(budget.clone(), async {
-            let serve = self.proxy.process_new_http(session, shutdown);
+            let serve = async {
+                let session = match (next, &self.lean) {
+                    (Next::Lean(stream, prefix), Some(lean)) => {
+                        let stopping = *shutdown.borrow();
+                        match lean.serve(stream, prefix, stopping).await {
+                            Served::Done(r) => return After::Lean(r),
+                            Served::Handover(session) => session,
+                        }
+                    }
+                    (Next::Lean(stream, _), None) => ServerSession::new_http1(stream),
+                    (Next::Proxy(session), _) => session,
+                };
+                After::Proxy(self.proxy.process_new_http(session, shutdown).await)
+            };
             tokio::pin!(serve);
             tokio::select! {
                 r = &mut serve => Some(r),
@@ -143,19 +178,24 @@ impl ServerApp for Listener {
             };
         let keepalive = limits.keepalive_timeout.as_secs().max(1);
         let budget = Arc::new(HeadBudget::default());
-        let stream: Stream = Box::new(HeadLimited::new(stream, budget.clone()));
-        let mut session = ServerSession::new_http1(stream);
-        session.set_keepalive(if *shutdown.borrow() {
-            None
+        let limited = HeadLimited::new(stream, budget.clone());
+        let mut next = if self.lean.is_some() {
+            Next::Lean(Box::new(limited.recording()), None)
         } else {
-            Some(keepalive)
-        });
+            let mut session = ServerSession::new_http1(Box::new(limited));
+            session.set_keepalive(if *shutdown.borrow() {
+                None
+            } else {
+                Some(keepalive)
+            });
+            Next::Proxy(session)
+        };
         // The first head: from the connection's start.
         let mut deadline = limits.request_head_timeout;
         let mut max_head = limits.max_request_head;
         loop {
             budget.start(max_head);
-            let served = self.one(session, shutdown, deadline, &budget).await;
+            let served = self.one(next, shutdown, deadline, &budget).await;
             if budget.take_exceeded() {
                 metrics::client_closed(&self.name, "request_head_too_large");
             }
@@ -163,11 +203,20 @@ impl ServerApp for Listener {
                 metrics::client_closed(&self.name, "request_head_timeout");
                 return None;
             };
-            let (stream, persistent) = result?.consume();
-            session = ServerSession::new_http1(stream);
-            if let Some(p) = persistent {
-                p.apply_to_session(&mut session);
-            }
+            next = match result {
+                After::Lean(reused) => {
+                    let (stream, prefix) = reused?;
+                    Next::Lean(stream, prefix)
+                }
+                After::Proxy(reused) => {
+                    let (stream, persistent) = reused?.consume();
+                    let mut session = ServerSession::new_http1(stream);
+                    if let Some(p) = persistent {
+                        p.apply_to_session(&mut session);
+                    }
+                    Next::Proxy(session)
+                }
+            };
             // The next head may wait for the keep-alive timeout before its first byte.
             let limits = self.snapshot.load().limits[self.index];
             deadline = limits.keepalive_timeout + limits.request_head_timeout;
@@ -176,6 +225,9 @@ impl ServerApp for Listener {
     }
 
     async fn cleanup(&self) {
+        if let Some(lean) = &self.lean {
+            lean.stop();
+        }
         self.proxy.http_cleanup().await;
     }
 }

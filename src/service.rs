@@ -2,7 +2,7 @@
 
 use crate::access_log::AccessLog;
 use crate::admin::AdminApp;
-use crate::config::{Config, ServerSettings};
+use crate::config::{Config, Http1Path, ServerSettings};
 use crate::control::Control;
 use crate::health::HealthChecker;
 use crate::listener::Listener;
@@ -12,6 +12,7 @@ use crate::proxy::TetherProxy;
 use crate::reload::Reloader;
 use crate::snapshot::{SharedSnapshot, Snapshot};
 use arc_swap::ArcSwap;
+use pingora_core::connectors::ConnectorOptions;
 use pingora_core::listeners::ListenerConfig;
 use pingora_core::protocols::l4::stream::L4BufferSettings;
 use pingora_core::server::configuration::{Opt, ServerConf};
@@ -157,12 +158,22 @@ pub fn build_server(
             &server.configuration,
             TetherProxy::new(snapshot.clone(), i, &listener.name, access_log.clone()),
         );
+        let lean = (listener.http1 == Http1Path::Lean).then(|| {
+            crate::lean::Lean::new(
+                TetherProxy::new(snapshot.clone(), i, &listener.name, access_log.clone()),
+                ConnectorOptions::from_server_conf(&server.configuration),
+                snapshot.clone(),
+                i,
+                &listener.name,
+            )
+        });
         let app = Listener::new(
             proxy,
             snapshot.clone(),
             i,
             listener.name.clone(),
             listener.h2c && listener.tls.is_none(),
+            lean,
         );
         let mut service = Service::new(name, app);
         // TLS reads whole records through Pingora's read buffer; plain HTTP/1 does not

@@ -145,8 +145,20 @@ pub struct Listener {
     pub tls: Option<ListenerTls>,
     /// Accept HTTP/2 with prior knowledge (h2c) on a plain listener (default false).
     pub h2c: bool,
+    /// Which code serves HTTP/1 requests (`http1:`, fixed at start).
+    pub http1: Http1Path,
     /// Answer every request with a redirect to https (then `cluster` is not needed).
     pub redirect_https: Option<Redirect>,
+}
+
+/// Which code serves a listener's HTTP/1 requests (`listeners[].http1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Http1Path {
+    /// Pingora's proxy (`pingora-proxy`), the default.
+    #[default]
+    Proxy,
+    /// tether's lean path (experimental, issue 17): plain requests without pingora-proxy.
+    Lean,
 }
 
 /// One host/path route of a listener (`listeners[].routes[]`).

@@ -75,6 +75,7 @@ pub struct RawListener {
     pub limits: Option<RawLimits>,
     pub tls: Option<RawListenerTls>,
     pub h2c: Option<bool>,
+    pub http1: Option<String>,
     pub redirect_https: Option<RawRedirect>,
     #[serde(default)]
     pub routes: Vec<RawRoute>,

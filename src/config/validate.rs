@@ -210,6 +210,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             plugins: Vec::new(),
             limits: limits(l.limits.clone().unwrap_or_default(), &path, &mut check),
             h2c: l.h2c.unwrap_or(false),
+            http1: http1_path(l.http1.as_deref(), &path, &mut check),
             tls,
             redirect_https,
         });
@@ -330,6 +331,28 @@ fn server_settings(raw: RawServerSettings, check: &mut Check) -> ServerSettings 
         user: raw.user,
         group: raw.group,
         upstream_keepalive_pool_size,
+    }
+}
+
+/// `http1: proxy | lean`. Unset, the environment's `TETHER_HTTP1` decides (so that the
+/// whole test suite can run on the lean path), else `proxy`.
+fn http1_path(raw: Option<&str>, path: &str, check: &mut Check) -> Http1Path {
+    let env = std::env::var("TETHER_HTTP1").ok();
+    let (value, field) = match (raw, env.as_deref()) {
+        (Some(v), _) => (v, format!("{path}.http1")),
+        (None, Some(v)) => (v, "TETHER_HTTP1 (environment)".to_string()),
+        (None, None) => return Http1Path::Proxy,
+    };
+    match value {
+        "proxy" => Http1Path::Proxy,
+        "lean" => Http1Path::Lean,
+        other => {
+            check.err(
+                field,
+                format!("`{other}` is not `proxy` (Pingora's proxy, the default) or `lean` (tether's lean HTTP/1 path, experimental)"),
+            );
+            Http1Path::Proxy
+        }
     }
 }
 

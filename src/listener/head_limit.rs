@@ -6,8 +6,13 @@
 //!
 //! The budget is set before each request and lifted when the head is read (the body is
 //! not a head). Everything else (writes, digests, peer addresses) goes to the stream.
+//!
+//! For the lean HTTP/1 path, the stream can also keep a copy of what a head's reads
+//! returned ([`HeadLimited::recording`]), so that a request the lean path does not take is
+//! handed to Pingora's proxy as if it had not been read yet.
 
 use async_trait::async_trait;
+use bytes::BytesMut;
 use pingora_core::protocols::raw_connect::ProxyDigest;
 use pingora_core::protocols::{
     tls::TlsRef, GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, SocketDigest,
@@ -15,7 +20,7 @@ use pingora_core::protocols::{
 };
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -33,12 +38,15 @@ pub struct HeadBudget {
     left: AtomicUsize,
     /// Set once a head ran over (for the metric).
     exceeded: std::sync::atomic::AtomicBool,
+    /// Counts heads (`start` calls): a recording stream starts afresh with each.
+    head: AtomicU64,
 }
 
 impl HeadBudget {
     /// A new head is expected: it may read `max` bytes.
     pub fn start(&self, max: usize) {
         self.left.store(max, Relaxed);
+        self.head.fetch_add(1, Relaxed);
     }
 
     /// The head was read: the body is read without this limit.
@@ -62,6 +70,8 @@ pub struct HeadLimited {
     budget: Arc<HeadBudget>,
     /// How much of `TOO_LARGE` is written.
     answered: usize,
+    /// With `recording`: what the current head's reads returned, and which head that is.
+    record: Option<(BytesMut, u64)>,
 }
 
 impl HeadLimited {
@@ -70,6 +80,23 @@ impl HeadLimited {
             inner,
             budget,
             answered: 0,
+            record: None,
+        }
+    }
+
+    /// Keeps a copy of what each head's reads return, for [`Self::stop_recording`].
+    pub fn recording(mut self) -> Self {
+        self.record = Some((BytesMut::new(), 0));
+        self
+    }
+
+    /// Everything the current head's reads returned (the head, and whatever came with
+    /// it); recording ends (the connection is handed to Pingora's proxy for good).
+    pub fn stop_recording(&mut self) -> BytesMut {
+        let head = self.budget.head.load(Relaxed);
+        match self.record.take() {
+            Some((bytes, of)) if of == head => bytes,
+            _ => BytesMut::new(),
         }
     }
 }
@@ -109,6 +136,15 @@ impl AsyncRead for HeadLimited {
             unsafe { buf.assume_init(n) };
             buf.advance(n);
             self.budget.left.fetch_sub(n, Relaxed);
+            let head = self.budget.head.load(Relaxed);
+            if let Some((bytes, of)) = &mut self.record {
+                if *of != head {
+                    bytes.clear();
+                    *of = head;
+                }
+                let filled = buf.filled();
+                bytes.extend_from_slice(&filled[filled.len() - n..]);
+            }
         }
         poll
     }
