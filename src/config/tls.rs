@@ -88,7 +88,7 @@ pub(super) fn listener_tls(raw: &RawListenerTls, path: &str, check: &mut Check) 
         if !ok {
             check.err(
                 format!("{path}.ciphers"),
-                format!("`{c}` names no cipher OpenSSL knows"),
+                format!("`{c}` names no cipher BoringSSL knows"),
             );
         }
     }

@@ -18,9 +18,10 @@ pub enum Speaks {
     Http2(Stream),
 }
 
-/// A bounded set of reasons a handshake failed, from OpenSSL's error text.
+/// A bounded set of reasons a handshake failed, from the TLS library's error text
+/// (BoringSSL writes reasons as `HTTP_REQUEST`, OpenSSL as `http request`).
 fn failure(e: &str) -> &'static str {
-    let e = e.to_ascii_lowercase();
+    let e = e.to_ascii_lowercase().replace('_', " ");
     if e.contains("http request") {
         "plain_http"
     } else if e.contains("version") || e.contains("protocol") {
@@ -124,6 +125,22 @@ mod tests {
             ("error:0A0000C1:SSL routines::no shared cipher", "cipher"),
             (
                 "error:0A0000C7:SSL routines::peer did not return a certificate",
+                "client_certificate",
+            ),
+            (
+                "TLS accept() failed: error:1000009c:SSL routines:OPENSSL_internal:HTTP_REQUEST",
+                "plain_http",
+            ),
+            (
+                "error:100000f0:SSL routines:OPENSSL_internal:UNSUPPORTED_PROTOCOL",
+                "version",
+            ),
+            (
+                "error:100000b8:SSL routines:OPENSSL_internal:NO_SHARED_CIPHER",
+                "cipher",
+            ),
+            (
+                "error:100000c7:SSL routines:OPENSSL_internal:PEER_DID_NOT_RETURN_A_CERTIFICATE",
                 "client_certificate",
             ),
             ("unexpected EOF", "eof"),
