@@ -56,7 +56,9 @@ pub struct Listener {
     lean: Option<Lean>,
 }
 
-/// Who reads a connection's next request.
+/// Who reads a connection's next request. Not boxed: it lives in the connection's future,
+/// and a box would cost the proxy path an allocation per request.
+#[allow(clippy::large_enum_variant)]
 enum Next {
     Lean(Stream, Option<BytesMut>),
     Proxy(ServerSession),
@@ -112,7 +114,7 @@ impl Listener {
                         let stopping = *shutdown.borrow();
                         match lean.serve(stream, prefix, stopping).await {
                             Served::Done(r) => return After::Lean(r),
-                            Served::Handover(session) => session,
+                            Served::Handover(session) => *session,
                         }
                     }
                     (Next::Lean(stream, _), None) => ServerSession::new_http1(stream),

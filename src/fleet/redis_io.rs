@@ -115,7 +115,22 @@ async fn sentinel_client(
     }
 }
 
+/// Makes ring the process's rustls crypto provider, once. The Redis client builds its rustls
+/// config with `ClientConfig::builder()`, which panics when no provider was installed and
+/// rustls cannot pick one from its features (redis turns rustls's default `aws-lc-rs` off):
+/// the first `rediss://` connect then killed tether (`load_at_start` runs it on the main
+/// thread). Installing one ourselves, rather than relying on "exactly one provider feature
+/// on", also keeps working if another dependency ever turns `aws-lc-rs` on too.
+fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // Err: a provider is installed already; that one serves.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 async fn client(s: &SharedState) -> Result<Client, Failure> {
+    install_crypto_provider();
     if let Some(sentinel) = &s.sentinel {
         return sentinel_client(s, sentinel).await;
     }

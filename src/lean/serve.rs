@@ -42,7 +42,7 @@ pub enum Served {
     Done(Option<(Stream, Option<BytesMut>)>),
     /// Not one for the lean path: a session that reads the same request again from the
     /// bytes already read, for pingora-proxy.
-    Handover(ServerSession),
+    Handover(Box<ServerSession>),
 }
 
 impl Lean {
@@ -109,7 +109,7 @@ impl Lean {
         let request_buffer = self.snapshot.load().limits[self.listener].request_buffer;
         if !eligible::takes(session.req_header(), request_buffer) {
             self.served.1.inc();
-            return Served::Handover(handover(session, prefix));
+            return Served::Handover(Box::new(handover(session, prefix)));
         }
         self.served.0.inc();
         if stopping || self.stopping.load(Ordering::Acquire) {

@@ -1,6 +1,7 @@
 //! Test certificates, generated per test run (no private key is committed): a CA, server
-//! certificates for `a.test` (the default) and `b.test` (by SNI), a client certificate, an
-//! expired certificate and a key that fits nothing.
+//! certificates for `a.test` (the default), `b.test` (by SNI) and `127.0.0.1`/`localhost`
+//! (`loopback`, for a TLS Redis), a client certificate, an expired certificate and a key that
+//! fits nothing.
 #![allow(dead_code)]
 
 use rcgen::{
@@ -49,6 +50,12 @@ impl Pki {
             ("b", &["b.test"][..], "b.test", false),
             ("a2", &["a.test", "localhost"][..], "a.test second", false),
             ("client", &["client.test"][..], "client one", true),
+            (
+                "loopback",
+                &["127.0.0.1", "localhost"][..],
+                "127.0.0.1",
+                false,
+            ),
         ] {
             let (cert, key) = leaf(names, cn, &ca, &ca_key, client);
             write(&format!("{file}.crt"), &cert);

@@ -13,6 +13,8 @@ pub struct Redis {
     args: Vec<String>,
     /// A config file, given first (a sentinel's, which Sentinel rewrites).
     conf: Option<PathBuf>,
+    /// `redis-cli`'s arguments for reaching it (`--tls --cacert` for a TLS-only server).
+    cli_args: Vec<String>,
     child: Option<Child>,
 }
 
@@ -33,6 +35,38 @@ impl Redis {
             dir: dir.to_path_buf(),
             args: args.iter().map(|a| a.to_string()).collect(),
             conf: None,
+            cli_args: Vec::new(),
+            child: None,
+        };
+        r.launch();
+        r
+    }
+
+    /// Starts Redis serving TLS only (no plain port) on a free port, with the PEM files
+    /// `cert` and `key`; clients need no certificate. `ca` (the CA that signed `cert`) is
+    /// what `redis-server` requires and what `redis-cli` checks the server with.
+    pub fn start_tls(dir: &Path, cert: &str, key: &str, ca: &str) -> Redis {
+        let port = super::free_port().to_string();
+        let args = [
+            "--port",
+            "0",
+            "--tls-port",
+            &port,
+            "--tls-cert-file",
+            cert,
+            "--tls-key-file",
+            key,
+            "--tls-ca-cert-file",
+            ca,
+            "--tls-auth-clients",
+            "no",
+        ];
+        let mut r = Redis {
+            port: port.parse().unwrap(),
+            dir: dir.to_path_buf(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            conf: None,
+            cli_args: ["--tls", "--cacert", ca].map(String::from).to_vec(),
             child: None,
         };
         r.launch();
@@ -59,6 +93,7 @@ impl Redis {
             dir: dir.to_path_buf(),
             args: vec!["--sentinel".into()],
             conf: Some(conf),
+            cli_args: Vec::new(),
             child: None,
         };
         r.launch();
@@ -72,12 +107,18 @@ impl Redis {
             dir: dir.to_path_buf(),
             args: Vec::new(),
             conf: None,
+            cli_args: Vec::new(),
             child: None,
         }
     }
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    /// The URL of a server started with [`Redis::start_tls`].
+    pub fn tls_url(&self) -> String {
+        format!("rediss://127.0.0.1:{}/0", self.port)
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -92,8 +133,11 @@ impl Redis {
         if let Some(conf) = &self.conf {
             cmd.arg(conf);
         }
+        // A TLS-only server names its ports (`--port 0 --tls-port N`) in `args`.
+        if !self.args.iter().any(|a| a == "--port") {
+            cmd.args(["--port", &self.port.to_string()]);
+        }
         let child = cmd
-            .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&self.dir)
@@ -138,6 +182,7 @@ impl Redis {
     pub fn cli(&self, args: &[&str]) -> String {
         let out = Command::new("redis-cli")
             .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(&self.cli_args)
             .args(args)
             .output()
             .expect("redis-cli is not installed: run ./run test, which installs it");
