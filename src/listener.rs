@@ -25,11 +25,12 @@ use crate::snapshot::SharedSnapshot;
 use async_trait::async_trait;
 use bytes::BytesMut;
 use log::warn;
-use pingora_core::apps::{HttpServerApp, ReusedHttpStream, ServerApp};
+use pingora_core::apps::{HttpServerApp, ServerApp};
 use pingora_core::protocols::http::ServerSession;
 use pingora_core::protocols::Stream;
 use pingora_core::server::ShutdownWatch;
 use pingora_proxy::HttpProxy;
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,20 +55,6 @@ pub struct Listener {
     h2c: bool,
     /// The lean HTTP/1 path, when the listener has `http1: lean` (fixed at start).
     lean: Option<Lean>,
-}
-
-/// Who reads a connection's next request. Not boxed: it lives in the connection's future,
-/// and a box would cost the proxy path an allocation per request.
-#[allow(clippy::large_enum_variant)]
-enum Next {
-    Lean(Stream, Option<BytesMut>),
-    Proxy(ServerSession),
-}
-
-/// How a request ended: the connection to go on with, if any.
-enum After {
-    Lean(Option<(Stream, Option<BytesMut>)>),
-    Proxy(Option<ReusedHttpStream>),
 }
 
 impl Listener {
@@ -98,43 +85,105 @@ impl Listener {
         }
     }
 
-    /// Serves one request; `None` when the head deadline passed first (the connection
-    /// is then closed by dropping it).
-    async fn one(
+    /// Serves one request with `serve` under the connection's head budget; `None` when the
+    /// head deadline passed first (the connection is then closed by dropping it).
+    async fn within_deadline<F: Future>(
         &self,
-        next: Next,
-        shutdown: &ShutdownWatch,
+        serve: F,
         deadline: Duration,
         budget: &Arc<HeadBudget>,
-    ) -> Option<After> {
-        HEAD.scope(budget.clone(), async {
-            let serve = async {
-                let session = match (next, &self.lean) {
-                    (Next::Lean(stream, prefix), Some(lean)) => {
-                        let stopping = *shutdown.borrow();
-                        match lean.serve(stream, prefix, stopping).await {
-                            Served::Done(r) => return After::Lean(r),
-                            Served::Handover(session) => *session,
+    ) -> Option<F::Output> {
+        let served = HEAD
+            .scope(budget.clone(), async {
+                tokio::pin!(serve);
+                tokio::select! {
+                    r = &mut serve => Some(r),
+                    () = tokio::time::sleep(deadline) => {
+                        if budget.is_lifted() {
+                            Some(serve.await)
+                        } else {
+                            None
                         }
                     }
-                    (Next::Lean(stream, _), None) => ServerSession::new_http1(stream),
-                    (Next::Proxy(session), _) => session,
-                };
-                After::Proxy(self.proxy.process_new_http(session, shutdown).await)
-            };
-            tokio::pin!(serve);
-            tokio::select! {
-                r = &mut serve => Some(r),
-                () = tokio::time::sleep(deadline) => {
-                    if budget.is_lifted() {
-                        Some(serve.await)
-                    } else {
-                        None
+                }
+            })
+            .await;
+        if budget.take_exceeded() {
+            metrics::client_closed(&self.name, "request_head_too_large");
+        }
+        if served.is_none() {
+            metrics::client_closed(&self.name, "request_head_timeout");
+        }
+        served
+    }
+
+    /// The next head's deadline (it may wait for the keep-alive timeout before its first
+    /// byte) and size.
+    fn next_head(&self) -> (Duration, usize) {
+        let limits = self.snapshot.load().limits[self.index];
+        (
+            limits.keepalive_timeout + limits.request_head_timeout,
+            limits.max_request_head,
+        )
+    }
+
+    /// An HTTP/1 connection's requests through Pingora's proxy.
+    async fn proxy_loop(
+        &self,
+        mut session: ServerSession,
+        shutdown: &ShutdownWatch,
+        budget: &Arc<HeadBudget>,
+        (mut deadline, mut max_head): (Duration, usize),
+    ) -> Option<Stream> {
+        loop {
+            budget.start(max_head);
+            let serve = self.proxy.process_new_http(session, shutdown);
+            let reused = self.within_deadline(serve, deadline, budget).await??;
+            let (stream, persistent) = reused.consume();
+            session = ServerSession::new_http1(stream);
+            if let Some(p) = persistent {
+                p.apply_to_session(&mut session);
+            }
+            (deadline, max_head) = self.next_head();
+        }
+    }
+
+    /// An HTTP/1 connection's requests through the lean path, until one is handed over:
+    /// then the connection goes on with Pingora's proxy.
+    async fn lean_loop(
+        &self,
+        lean: &Lean,
+        mut stream: Stream,
+        shutdown: &ShutdownWatch,
+        budget: &Arc<HeadBudget>,
+        (mut deadline, mut max_head): (Duration, usize),
+    ) -> Option<Stream> {
+        let mut prefix: Option<BytesMut> = None;
+        loop {
+            budget.start(max_head);
+            let stopping = *shutdown.borrow();
+            let serve = async {
+                match lean.serve(stream, prefix, stopping).await {
+                    Served::Done(r) => Ok(r),
+                    Served::Handover(session) => {
+                        Err(self.proxy.process_new_http(*session, shutdown).await)
                     }
                 }
+            };
+            match self.within_deadline(serve, deadline, budget).await? {
+                Ok(reused) => (stream, prefix) = reused?,
+                Err(reused) => {
+                    let (stream, persistent) = reused?.consume();
+                    let mut session = ServerSession::new_http1(stream);
+                    if let Some(p) = persistent {
+                        p.apply_to_session(&mut session);
+                    }
+                    let next = self.next_head();
+                    return Box::pin(self.proxy_loop(session, shutdown, budget, next)).await;
+                }
             }
-        })
-        .await
+            (deadline, max_head) = self.next_head();
+        }
     }
 }
 
@@ -178,52 +227,21 @@ impl ServerApp for Listener {
                 }
                 accept::Speaks::Http1(stream) => stream,
             };
-        let keepalive = limits.keepalive_timeout.as_secs().max(1);
         let budget = Arc::new(HeadBudget::default());
         let limited = HeadLimited::new(stream, budget.clone());
-        let mut next = if self.lean.is_some() {
-            Next::Lean(Box::new(limited.recording()), None)
-        } else {
-            let mut session = ServerSession::new_http1(Box::new(limited));
-            session.set_keepalive(if *shutdown.borrow() {
-                None
-            } else {
-                Some(keepalive)
-            });
-            Next::Proxy(session)
-        };
         // The first head: from the connection's start.
-        let mut deadline = limits.request_head_timeout;
-        let mut max_head = limits.max_request_head;
-        loop {
-            budget.start(max_head);
-            let served = self.one(next, shutdown, deadline, &budget).await;
-            if budget.take_exceeded() {
-                metrics::client_closed(&self.name, "request_head_too_large");
-            }
-            let Some(result) = served else {
-                metrics::client_closed(&self.name, "request_head_timeout");
-                return None;
-            };
-            next = match result {
-                After::Lean(reused) => {
-                    let (stream, prefix) = reused?;
-                    Next::Lean(stream, prefix)
-                }
-                After::Proxy(reused) => {
-                    let (stream, persistent) = reused?.consume();
-                    let mut session = ServerSession::new_http1(stream);
-                    if let Some(p) = persistent {
-                        p.apply_to_session(&mut session);
-                    }
-                    Next::Proxy(session)
-                }
-            };
-            // The next head may wait for the keep-alive timeout before its first byte.
-            let limits = self.snapshot.load().limits[self.index];
-            deadline = limits.keepalive_timeout + limits.request_head_timeout;
-            max_head = limits.max_request_head;
+        let first = (limits.request_head_timeout, limits.max_request_head);
+        if let Some(lean) = &self.lean {
+            let stream: Stream = Box::new(limited.recording());
+            return self.lean_loop(lean, stream, shutdown, &budget, first).await;
         }
+        let mut session = ServerSession::new_http1(Box::new(limited));
+        session.set_keepalive(if *shutdown.borrow() {
+            None
+        } else {
+            Some(limits.keepalive_timeout.as_secs().max(1))
+        });
+        self.proxy_loop(session, shutdown, &budget, first).await
     }
 
     async fn cleanup(&self) {

@@ -7,6 +7,7 @@
 mod body;
 mod ctx;
 mod forwarded;
+mod hooks;
 mod plugins;
 mod record;
 mod request;
@@ -21,13 +22,12 @@ pub use ctx::RequestCtx;
 use crate::access_log::AccessLog;
 use crate::routing::{ms_at, now_ms, Decision, Reject};
 use crate::snapshot::SharedSnapshot;
-use async_trait::async_trait;
 use log::{info, warn};
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::Result;
 use pingora_error::{Error, ErrorType};
 use pingora_http::{RequestHeader, ResponseHeader};
-use pingora_proxy::{FailToProxy, ProxyHttp, Session};
+use pingora_proxy::{FailToProxy, Session};
 use respond::Conn;
 use std::sync::Arc;
 
@@ -64,7 +64,7 @@ impl TetherProxy {
 const MAX_INFORMATIONAL: u8 = 16;
 
 /// Only idempotent requests whose body is still fully buffered may be sent again.
-fn retry_allowed(session: &Session) -> bool {
+pub(crate) fn retry_allowed(session: &Session) -> bool {
     session.req_header().method.is_idempotent() && !session.as_ref().retry_buffer_truncated()
 }
 
@@ -82,28 +82,15 @@ fn decide(session: &Session, ctx: &RequestCtx) -> Decision {
     router.decide_with(req.raw_path(), &req.headers, &ctx.tried, now, ctx.preferred)
 }
 
-#[async_trait]
-impl ProxyHttp for TetherProxy {
-    type CTX = RequestCtx;
-
-    fn new_ctx(&self) -> RequestCtx {
-        RequestCtx::new()
-    }
-
-    /// No downstream modules. Pingora's default adds its response-compression module
-    /// switched off, which still costs five heap allocations per request (`bench/allocs`);
-    /// tether does not compress (the application servers do, or do not).
-    fn init_downstream_modules(&self, _modules: &mut pingora_core::modules::http::HttpModules) {}
-
+/// What tether does in each of Pingora's phases, as plain methods: `hooks.rs` calls them
+/// from `ProxyHttp`, and the lean HTTP/1 path (`crate::lean`) calls them directly, without
+/// a boxed future per phase.
+impl TetherProxy {
     /// The head is read: the listener's deadline for it no longer applies. The listener's
     /// timeouts are set here for this request and the idle wait after it (Pingora would
     /// otherwise wait forever for the next request on a kept-alive connection), and
     /// pipelined requests are served in order instead of being dropped.
-    async fn early_request_filter(
-        &self,
-        session: &mut Session,
-        ctx: &mut RequestCtx,
-    ) -> Result<()> {
+    pub async fn early_request(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
         crate::listener::head_read();
         let limits = self.snapshot.load().limits[self.listener];
         ctx.limits = limits;
@@ -114,7 +101,7 @@ impl ProxyHttp for TetherProxy {
         Ok(())
     }
 
-    async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+    pub async fn request(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
         // WebSphere's private headers are never taken from a client (DESIGN section 3).
         websphere::strip_request(session.req_header_mut());
         let snapshot = self.snapshot.load_full();
@@ -186,11 +173,7 @@ impl ProxyHttp for TetherProxy {
         }
     }
 
-    async fn upstream_peer(
-        &self,
-        session: &mut Session,
-        ctx: &mut RequestCtx,
-    ) -> Result<Box<HttpPeer>> {
+    pub async fn peer(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
         let decision = match (ctx.first.take(), ctx.retry_same, ctx.server) {
             (Some(first), ..) => first,
             (None, true, Some(server)) => {
@@ -249,52 +232,7 @@ impl ProxyHttp for TetherProxy {
         Ok(Box::new(peer))
     }
 
-    fn fail_to_connect(
-        &self,
-        _session: &mut Session,
-        _peer: &HttpPeer,
-        ctx: &mut RequestCtx,
-        mut e: Box<Error>,
-    ) -> Box<Error> {
-        if let (Some(router), Some(i)) = (&ctx.router, ctx.server) {
-            let slot = &router.servers()[i];
-            if let Some(m) = &ctx.metrics {
-                m.connect_failed(i);
-            }
-            if slot.live.mark_down(now_ms()) {
-                warn!(
-                    "cluster {} server {} ({}) marked down: {}",
-                    router.name, slot.config.name, slot.config.address, e
-                );
-            }
-            if ctx.tried.len() < router.max_attempts as usize {
-                e.set_retry(true);
-            }
-        }
-        e
-    }
-
-    fn error_while_proxy(
-        &self,
-        peer: &HttpPeer,
-        session: &mut Session,
-        e: Box<Error>,
-        ctx: &mut RequestCtx,
-        client_reused: bool,
-    ) -> Box<Error> {
-        let mut e = e.more_context(format!("Peer: {peer}"));
-        if !retry_allowed(session) {
-            e.set_retry(false);
-        } else {
-            e.retry.decide_reuse(client_reused);
-        }
-        // A reused keep-alive connection that the server had closed says nothing about the
-        // server's health: retry on the same server. A `fail_on_status` answer does.
-        ctx.retry_same = e.retry() && !std::mem::take(&mut ctx.status_failure);
-        e
-    }
-
-    async fn upstream_request_filter(
+    pub async fn upstream_request(
         &self,
         session: &mut Session,
         upstream_request: &mut RequestHeader,
@@ -335,7 +273,7 @@ impl ProxyHttp for TetherProxy {
         Ok(())
     }
 
-    async fn upstream_response_filter(
+    pub async fn upstream_response(
         &self,
         session: &mut Session,
         upstream_response: &mut ResponseHeader,
@@ -391,26 +329,7 @@ impl ProxyHttp for TetherProxy {
         Ok(())
     }
 
-    /// Pingora logs every failed request as an ERROR. A refusal by policy (503 with no
-    /// server, `sticky_force`), a client that went away or was too slow, and a request tether
-    /// answered itself are expected events, counted in the metrics: not errors.
-    fn suppress_error_log(&self, _session: &Session, ctx: &RequestCtx, e: &Error) -> bool {
-        ctx.rejected.is_some() || e.esource() == &pingora_error::ErrorSource::Downstream
-    }
-
-    /// Each retry is counted (`tether_retries_total`) and a server's being marked down is
-    /// logged once; a warning per retried request would repeat that for every request.
-    fn suppress_proxy_warn_log(
-        &self,
-        _session: &Session,
-        _ctx: &RequestCtx,
-        _e: &Error,
-        _context: pingora_proxy::ProxyWarnLogContext,
-    ) -> bool {
-        true
-    }
-
-    async fn fail_to_proxy(
+    pub async fn answer_failure(
         &self,
         session: &mut Session,
         e: &Error,
@@ -436,7 +355,7 @@ impl ProxyHttp for TetherProxy {
         }
     }
 
-    async fn response_filter(
+    pub async fn response(
         &self,
         _session: &mut Session,
         upstream_response: &mut ResponseHeader,
@@ -453,23 +372,14 @@ impl ProxyHttp for TetherProxy {
         Ok(())
     }
 
-    async fn connected_to_upstream(
-        &self,
-        _session: &mut Session,
-        reused: bool,
-        _peer: &HttpPeer,
-        #[cfg(unix)] _fd: std::os::unix::io::RawFd,
-        #[cfg(windows)] _sock: std::os::windows::io::RawSocket,
-        _digest: Option<&pingora_core::protocols::Digest>,
-        ctx: &mut RequestCtx,
-    ) -> Result<()> {
+    /// A connection to the server: a new one's connect time is measured.
+    pub fn connected(&self, reused: bool, ctx: &mut RequestCtx) {
         if let (false, Some(start), Some(m)) = (reused, ctx.connect_start, &ctx.metrics) {
             m.connected(start.elapsed().as_secs_f64());
         }
-        Ok(())
     }
 
-    async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
+    pub async fn log(&self, session: &mut Session, ctx: &mut RequestCtx) {
         let server = ctx.server;
         ctx.release();
         let status = session.response_written().map_or(0, |r| r.status.as_u16());

@@ -11,65 +11,89 @@ const HTTP2_SETTINGS: HeaderName = HeaderName::from_static("http2-settings");
 const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 
+/// Fields that concern only the client's hop (RFC 9110 section 7.6.1; the ones pingora-proxy
+/// strips too). `Connection` itself is one.
+fn hop_field(name: &HeaderName) -> bool {
+    *name == CONNECTION
+        || *name == KEEP_ALIVE
+        || *name == PROXY_CONNECTION
+        || *name == PROXY_AUTHENTICATE
+        || *name == PROXY_AUTHORIZATION
+        || *name == TE
+        || *name == TRAILER
+}
+
+/// A request the lean path takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Take {
+    /// It carries hop fields to remove before it goes upstream.
+    pub hop_fields: bool,
+}
+
 /// Does the lean path take this request? Only what it relays exactly as pingora-proxy
 /// would: an origin-form HTTP/1.x request with one `Host`, no upgrade, no `Expect`, no
 /// `Connection` options but `keep-alive`/`close`, and a body that is empty or small enough
-/// for the listener's `request_buffer` (read whole before a server is chosen).
-pub fn takes(req: &RequestHeader, request_buffer: usize) -> bool {
+/// for the listener's `request_buffer` (read whole before a server is chosen). One pass
+/// over the fields.
+pub fn takes(req: &RequestHeader, request_buffer: usize) -> Option<Take> {
     if req.method == Method::CONNECT
         || !matches!(req.version, Version::HTTP_11 | Version::HTTP_10)
         || !req.raw_path().starts_with(b"/")
     {
-        return false;
+        return None;
     }
-    let h = &req.headers;
-    if h.contains_key(UPGRADE)
-        || h.contains_key(EXPECT)
-        || h.contains_key(TRANSFER_ENCODING)
-        || h.contains_key(HTTP2_SETTINGS)
-    {
-        return false;
+    let (mut hosts, mut lengths, mut hop_fields) = (0, 0, false);
+    for (name, value) in req.headers.iter() {
+        if *name == HOST {
+            hosts += 1;
+        } else if *name == CONTENT_LENGTH {
+            lengths += 1;
+            let small = std::str::from_utf8(value.as_bytes())
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .is_some_and(|n| n == 0 || n <= request_buffer);
+            if !small {
+                return None;
+            }
+        } else if *name == UPGRADE
+            || *name == EXPECT
+            || *name == TRANSFER_ENCODING
+            || *name == HTTP2_SETTINGS
+        {
+            return None;
+        } else if hop_field(name) {
+            hop_fields = true;
+            if *name == CONNECTION && !only_keep_alive_or_close(value.as_bytes()) {
+                return None;
+            }
+        }
     }
-    let mut hosts = h.get_all(HOST).iter();
-    if hosts.next().is_none() || hosts.next().is_some() {
-        return false;
-    }
-    let plain_connection = h.get_all(CONNECTION).iter().all(|v| {
-        v.as_bytes().split(|&b| b == b',').all(|token| {
-            let token = token.trim_ascii();
-            token.is_empty()
-                || token.eq_ignore_ascii_case(b"keep-alive")
-                || token.eq_ignore_ascii_case(b"close")
-        })
-    });
-    if !plain_connection {
-        return false;
-    }
-    let mut lengths = h.get_all(CONTENT_LENGTH).iter();
-    match (lengths.next(), lengths.next()) {
-        (None, _) => true,
-        (Some(v), None) => std::str::from_utf8(v.as_bytes())
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .is_some_and(|n| n == 0 || n <= request_buffer),
-        _ => false,
-    }
+    (hosts == 1 && lengths <= 1).then_some(Take { hop_fields })
 }
 
-/// The request head for the server: HTTP/1.1, without the fields that concern only the
-/// client's hop (RFC 9110 section 7.6.1; the ones pingora-proxy strips too).
-pub fn upstream_head(req: &mut RequestHeader) {
+/// `Connection` options other than these name fields to remove: pingora-proxy's rules.
+fn only_keep_alive_or_close(value: &[u8]) -> bool {
+    value.split(|&b| b == b',').all(|token| {
+        let token = token.trim_ascii();
+        token.is_empty()
+            || token.eq_ignore_ascii_case(b"keep-alive")
+            || token.eq_ignore_ascii_case(b"close")
+    })
+}
+
+/// The request head for the server: HTTP/1.1, without the client's hop fields.
+pub fn upstream_head(req: &mut RequestHeader, take: Take) {
     req.set_version(Version::HTTP_11);
-    for name in [
-        CONNECTION,
-        KEEP_ALIVE,
-        PROXY_CONNECTION,
-        PROXY_AUTHENTICATE,
-        PROXY_AUTHORIZATION,
-        TE,
-        TRAILER,
-    ] {
-        if req.headers.contains_key(&name) {
+    if take.hop_fields {
+        for name in [
+            CONNECTION,
+            KEEP_ALIVE,
+            PROXY_CONNECTION,
+            PROXY_AUTHENTICATE,
+            PROXY_AUTHORIZATION,
+            TE,
+            TRAILER,
+        ] {
             req.remove_header(&name);
         }
     }
@@ -115,7 +139,7 @@ mod tests {
             req("CONNECT", "/", &[("Host", "x")]),
             req("POST", "/", &h(("Content-Length", "12x"))),
         ] {
-            assert!(!takes(&r, 65536), "{r:?}");
+            assert_eq!(takes(&r, 65536), None, "{r:?}");
         }
     }
 
@@ -134,7 +158,8 @@ mod tests {
             ],
         );
         r.set_version(Version::HTTP_10);
-        upstream_head(&mut r);
+        let take = takes(&r, 0).expect("a plain GET");
+        upstream_head(&mut r, take);
         assert_eq!(r.version, Version::HTTP_11);
         let names: Vec<_> = r.headers.keys().map(|k| k.as_str().to_string()).collect();
         assert_eq!(names, ["host", "cookie"]);

@@ -19,9 +19,10 @@ impl Lean {
         &self,
         session: &mut Session,
         ctx: &mut RequestCtx,
+        take: eligible::Take,
     ) -> (bool, Option<Box<Error>>) {
         let t = &self.tether;
-        let peer = match t.upstream_peer(session, ctx).await {
+        let peer = match t.peer(session, ctx).await {
             Ok(p) => p,
             Err(e) => return (false, Some(e)),
         };
@@ -35,15 +36,8 @@ impl Lean {
         };
         up.read_timeout = peer.options.read_timeout;
         up.write_timeout = peer.options.write_timeout;
-        let fd = up.stream().id();
-        let digest = Some(up.digest());
-        if let Err(e) = t
-            .connected_to_upstream(session, reused, &peer, fd, digest, ctx)
-            .await
-        {
-            return (false, Some(e));
-        }
-        let (done, up_reusable, error) = exchange(t, session, &mut up, ctx).await;
+        t.connected(reused, ctx);
+        let (done, up_reusable, error) = exchange(t, session, &mut up, ctx, take).await;
         if up_reusable {
             self.connector
                 .release_http_session(up, &*peer, peer.idle_timeout())
@@ -60,10 +54,11 @@ async fn exchange(
     session: &mut Session,
     up: &mut HttpSession,
     ctx: &mut RequestCtx,
+    take: eligible::Take,
 ) -> (bool, bool, Option<Box<Error>>) {
     let mut req = session.req_header().clone();
-    eligible::upstream_head(&mut req);
-    if let Err(e) = t.upstream_request_filter(session, &mut req, ctx).await {
+    eligible::upstream_head(&mut req, take);
+    if let Err(e) = t.upstream_request(session, &mut req, ctx).await {
         return (false, true, Some(e));
     }
     if let Err(e) = up.write_request_header(Box::new(req)).await {
@@ -117,12 +112,12 @@ async fn relay(
                     )
                     .into_up());
                 }
-                t.upstream_response_filter(session, &mut resp, ctx).await?;
+                t.upstream_response(session, &mut resp, ctx).await?;
                 let informational = resp.status.is_informational();
                 if !informational && !end {
                     chunk_if_close_delimited(session, &mut resp)?;
                 }
-                t.response_filter(session, &mut resp, ctx).await?;
+                t.response(session, &mut resp, ctx).await?;
                 session
                     .write_response_header(resp, end && !informational)
                     .await

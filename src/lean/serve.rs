@@ -107,28 +107,32 @@ impl Lean {
             }
         }
         let request_buffer = self.snapshot.load().limits[self.listener].request_buffer;
-        if !eligible::takes(session.req_header(), request_buffer) {
+        let Some(take) = eligible::takes(session.req_header(), request_buffer) else {
             self.served.1.inc();
             return Served::Handover(Box::new(handover(session, prefix)));
-        }
+        };
         self.served.0.inc();
         if stopping || self.stopping.load(Ordering::Acquire) {
             session.set_keepalive(None);
         }
-        Served::Done(self.process(session).await)
+        Served::Done(self.process(session, take).await)
     }
 
-    async fn process(&self, mut session: Session) -> Option<(Stream, Option<BytesMut>)> {
+    async fn process(
+        &self,
+        mut session: Session,
+        take: eligible::Take,
+    ) -> Option<(Stream, Option<BytesMut>)> {
         let t = &self.tether;
         let mut ctx = RequestCtx::new();
-        if let Err(e) = t.early_request_filter(&mut session, &mut ctx).await {
+        if let Err(e) = t.early_request(&mut session, &mut ctx).await {
             return self
                 .failed(session, ctx, e, "Fail to early filter request:")
                 .await;
         }
-        match t.request_filter(&mut session, &mut ctx).await {
+        match t.request(&mut session, &mut ctx).await {
             Ok(true) => {
-                t.logging(&mut session, None, &mut ctx).await;
+                t.log(&mut session, &mut ctx).await;
                 return finish(session).await;
             }
             Ok(false) => {}
@@ -143,7 +147,7 @@ impl Lean {
         let mut failure: Option<Box<Error>> = None;
         while tries < MAX_TRIES {
             tries += 1;
-            let (r, e) = self.attempt(&mut session, &mut ctx).await;
+            let (r, e) = self.attempt(&mut session, &mut ctx, take).await;
             reuse = r;
             let retry = e.as_ref().is_some_and(|e| e.retry());
             failure = e;
@@ -152,7 +156,7 @@ impl Lean {
             }
         }
         if let Some(e) = &failure {
-            let res = t.fail_to_proxy(&mut session, e, &mut ctx).await;
+            let res = t.answer_failure(&mut session, e, &mut ctx).await;
             if !t.suppress_error_log(&session, &ctx, e) {
                 error!(
                     "Fail to proxy: {e}, status: {}, tries: {tries}, retry: false, {}",
@@ -161,7 +165,7 @@ impl Lean {
                 );
             }
         }
-        t.logging(&mut session, failure.as_deref(), &mut ctx).await;
+        t.log(&mut session, &mut ctx).await;
         if reuse {
             finish(session).await
         } else {
@@ -178,7 +182,7 @@ impl Lean {
         context: &str,
     ) -> Option<(Stream, Option<BytesMut>)> {
         let t = &self.tether;
-        let res = t.fail_to_proxy(&mut session, &e, &mut ctx).await;
+        let res = t.answer_failure(&mut session, &e, &mut ctx).await;
         if !t.suppress_error_log(&session, &ctx, &e) {
             error!(
                 "{context} {e}, status: {}, {}",
@@ -186,7 +190,7 @@ impl Lean {
                 t.request_summary(&session, &ctx)
             );
         }
-        t.logging(&mut session, Some(&e), &mut ctx).await;
+        t.log(&mut session, &mut ctx).await;
         if res.can_reuse_downstream {
             finish(session).await
         } else {

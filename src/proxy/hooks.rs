@@ -1,0 +1,165 @@
+//! `ProxyHttp` for [`TetherProxy`]: Pingora's phases, each handing over to the method of
+//! the same job in `proxy.rs` (which the lean HTTP/1 path calls directly).
+
+use super::{retry_allowed, RequestCtx, TetherProxy};
+use crate::routing::now_ms;
+use async_trait::async_trait;
+use log::warn;
+use pingora_core::upstreams::peer::HttpPeer;
+use pingora_core::Result;
+use pingora_error::Error;
+use pingora_http::{RequestHeader, ResponseHeader};
+use pingora_proxy::{FailToProxy, ProxyHttp, Session};
+
+#[async_trait]
+impl ProxyHttp for TetherProxy {
+    type CTX = RequestCtx;
+
+    fn new_ctx(&self) -> RequestCtx {
+        RequestCtx::new()
+    }
+
+    /// No downstream modules. Pingora's default adds its response-compression module
+    /// switched off, which still costs five heap allocations per request (`bench/allocs`);
+    /// tether does not compress (the application servers do, or do not).
+    fn init_downstream_modules(&self, _modules: &mut pingora_core::modules::http::HttpModules) {}
+
+    async fn early_request_filter(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        self.early_request(session, ctx).await
+    }
+
+    async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+        self.request(session, ctx).await
+    }
+
+    async fn upstream_peer(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<Box<HttpPeer>> {
+        self.peer(session, ctx).await
+    }
+
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        ctx: &mut RequestCtx,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
+        if let (Some(router), Some(i)) = (&ctx.router, ctx.server) {
+            let slot = &router.servers()[i];
+            if let Some(m) = &ctx.metrics {
+                m.connect_failed(i);
+            }
+            if slot.live.mark_down(now_ms()) {
+                warn!(
+                    "cluster {} server {} ({}) marked down: {}",
+                    router.name, slot.config.name, slot.config.address, e
+                );
+            }
+            if ctx.tried.len() < router.max_attempts as usize {
+                e.set_retry(true);
+            }
+        }
+        e
+    }
+
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &mut Session,
+        e: Box<Error>,
+        ctx: &mut RequestCtx,
+        client_reused: bool,
+    ) -> Box<Error> {
+        let mut e = e.more_context(format!("Peer: {peer}"));
+        if !retry_allowed(session) {
+            e.set_retry(false);
+        } else {
+            e.retry.decide_reuse(client_reused);
+        }
+        // A reused keep-alive connection that the server had closed says nothing about the
+        // server's health: retry on the same server. A `fail_on_status` answer does.
+        ctx.retry_same = e.retry() && !std::mem::take(&mut ctx.status_failure);
+        e
+    }
+
+    async fn upstream_request_filter(
+        &self,
+        session: &mut Session,
+        upstream_request: &mut RequestHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        self.upstream_request(session, upstream_request, ctx).await
+    }
+
+    async fn upstream_response_filter(
+        &self,
+        session: &mut Session,
+        upstream_response: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        self.upstream_response(session, upstream_response, ctx)
+            .await
+    }
+
+    /// Pingora logs every failed request as an ERROR. A refusal by policy (503 with no
+    /// server, `sticky_force`), a client that went away or was too slow, and a request tether
+    /// answered itself are expected events, counted in the metrics: not errors.
+    fn suppress_error_log(&self, _session: &Session, ctx: &RequestCtx, e: &Error) -> bool {
+        ctx.rejected.is_some() || e.esource() == &pingora_error::ErrorSource::Downstream
+    }
+
+    /// Each retry is counted (`tether_retries_total`) and a server's being marked down is
+    /// logged once; a warning per retried request would repeat that for every request.
+    fn suppress_proxy_warn_log(
+        &self,
+        _session: &Session,
+        _ctx: &RequestCtx,
+        _e: &Error,
+        _context: pingora_proxy::ProxyWarnLogContext,
+    ) -> bool {
+        true
+    }
+
+    async fn fail_to_proxy(
+        &self,
+        session: &mut Session,
+        e: &Error,
+        ctx: &mut RequestCtx,
+    ) -> FailToProxy {
+        self.answer_failure(session, e, ctx).await
+    }
+
+    async fn response_filter(
+        &self,
+        session: &mut Session,
+        upstream_response: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        self.response(session, upstream_response, ctx).await
+    }
+
+    async fn connected_to_upstream(
+        &self,
+        _session: &mut Session,
+        reused: bool,
+        _peer: &HttpPeer,
+        #[cfg(unix)] _fd: std::os::unix::io::RawFd,
+        #[cfg(windows)] _sock: std::os::windows::io::RawSocket,
+        _digest: Option<&pingora_core::protocols::Digest>,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        self.connected(reused, ctx);
+        Ok(())
+    }
+
+    async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
+        self.log(session, ctx).await
+    }
+}
