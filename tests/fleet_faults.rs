@@ -90,6 +90,14 @@ async fn redis_dying_under_load_fails_no_request_and_an_empty_restart_is_refille
     redis.kill();
     until_up(&fleet[0], false).await;
     until_up(&fleet[1], false).await;
+    // Requests keep flowing while Redis is away (a count, not a rate: CI machines are slow).
+    let at_outage = done.load(Ordering::Relaxed);
+    until(
+        "40 requests served while Redis is down",
+        Duration::from_secs(20),
+        || async { done.load(Ordering::Relaxed) >= at_outage + 40 },
+    )
+    .await;
     // A drain while Redis is away applies here at once and reaches the fleet later.
     let (status, _) = fleet[0]
         .admin("POST", "/clusters/shop/servers/was3/drain", None, b"")
@@ -115,7 +123,6 @@ async fn redis_dying_under_load_fails_no_request_and_an_empty_restart_is_refille
     load.await.unwrap();
     let (done, failed) = (done.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
     println!("{done} requests through the outage, {failed} failed or misrouted");
-    assert!(done > 100, "the load ran: {done}");
     assert_eq!(failed, 0);
 
     // A new instance, started after the empty restart, gets everything from Redis.
