@@ -31,6 +31,7 @@ use pingora_core::protocols::Stream;
 use pingora_core::server::ShutdownWatch;
 use pingora_proxy::HttpProxy;
 use std::future::Future;
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,29 +86,26 @@ impl Listener {
         }
     }
 
-    /// Serves one request with `serve` under the connection's head budget; `None` when the
-    /// head deadline passed first (the connection is then closed by dropping it).
+    /// Serves one request with `serve`, raced against its head deadline; `None` when the
+    /// deadline passed before the head was read (the connection is then closed by dropping
+    /// it). `serve` is pinned by the caller: a request's future is large (Pingora's proxy
+    /// future is tens of KiB) and must not be moved on every request.
     async fn within_deadline<F: Future>(
         &self,
-        serve: F,
+        mut serve: Pin<&mut F>,
         deadline: Duration,
-        budget: &Arc<HeadBudget>,
+        budget: &HeadBudget,
     ) -> Option<F::Output> {
-        let served = HEAD
-            .scope(budget.clone(), async {
-                tokio::pin!(serve);
-                tokio::select! {
-                    r = &mut serve => Some(r),
-                    () = tokio::time::sleep(deadline) => {
-                        if budget.is_lifted() {
-                            Some(serve.await)
-                        } else {
-                            None
-                        }
-                    }
+        let served = tokio::select! {
+            r = serve.as_mut() => Some(r),
+            () = tokio::time::sleep(deadline) => {
+                if budget.is_lifted() {
+                    Some(serve.await)
+                } else {
+                    None
                 }
-            })
-            .await;
+            }
+        };
         if budget.take_exceeded() {
             metrics::client_closed(&self.name, "request_head_too_large");
         }
@@ -132,12 +130,12 @@ impl Listener {
         &self,
         mut session: ServerSession,
         shutdown: &ShutdownWatch,
-        budget: &Arc<HeadBudget>,
+        budget: &HeadBudget,
         (mut deadline, mut max_head): (Duration, usize),
     ) -> Option<Stream> {
         loop {
             budget.start(max_head);
-            let serve = self.proxy.process_new_http(session, shutdown);
+            let serve = pin!(self.proxy.process_new_http(session, shutdown));
             let reused = self.within_deadline(serve, deadline, budget).await??;
             let (stream, persistent) = reused.consume();
             session = ServerSession::new_http1(stream);
@@ -155,21 +153,23 @@ impl Listener {
         lean: &Lean,
         mut stream: Stream,
         shutdown: &ShutdownWatch,
-        budget: &Arc<HeadBudget>,
+        budget: &HeadBudget,
         (mut deadline, mut max_head): (Duration, usize),
     ) -> Option<Stream> {
         let mut prefix: Option<BytesMut> = None;
         loop {
             budget.start(max_head);
             let stopping = *shutdown.borrow();
-            let serve = async {
+            let serve = pin!(async {
                 match lean.serve(stream, prefix, stopping).await {
                     Served::Done(r) => Ok(r),
+                    // Boxed: Pingora's future would make every lean request's future as
+                    // large as its own.
                     Served::Handover(session) => {
-                        Err(self.proxy.process_new_http(*session, shutdown).await)
+                        Err(Box::pin(self.proxy.process_new_http(*session, shutdown)).await)
                     }
                 }
-            };
+            });
             match self.within_deadline(serve, deadline, budget).await? {
                 Ok(reused) => (stream, prefix) = reused?,
                 Err(reused) => {
@@ -231,17 +231,21 @@ impl ServerApp for Listener {
         let limited = HeadLimited::new(stream, budget.clone());
         // The first head: from the connection's start.
         let first = (limits.request_head_timeout, limits.max_request_head);
-        if let Some(lean) = &self.lean {
-            let stream: Stream = Box::new(limited.recording());
-            return self.lean_loop(lean, stream, shutdown, &budget, first).await;
-        }
-        let mut session = ServerSession::new_http1(Box::new(limited));
-        session.set_keepalive(if *shutdown.borrow() {
-            None
-        } else {
-            Some(limits.keepalive_timeout.as_secs().max(1))
-        });
-        self.proxy_loop(session, shutdown, &budget, first).await
+        // The head budget is the connection's: one task-local scope for all its requests.
+        HEAD.scope(budget.clone(), async {
+            if let Some(lean) = &self.lean {
+                let stream: Stream = Box::new(limited.recording());
+                return self.lean_loop(lean, stream, shutdown, &budget, first).await;
+            }
+            let mut session = ServerSession::new_http1(Box::new(limited));
+            session.set_keepalive(if *shutdown.borrow() {
+                None
+            } else {
+                Some(limits.keepalive_timeout.as_secs().max(1))
+            });
+            self.proxy_loop(session, shutdown, &budget, first).await
+        })
+        .await
     }
 
     async fn cleanup(&self) {
