@@ -38,6 +38,72 @@ pub fn scratch_dir(tag: &str) -> PathBuf {
     dir
 }
 
+/// A loopback port held for a server that binds it later, and for as long as the holder
+/// lives (across a server's restarts on it). The socket is bound with `SO_REUSEADDR` and
+/// never listens: connections to the port are refused while the server is down, no other
+/// socket (an outgoing connection's automatic port included) can take it, and a server
+/// that sets `SO_REUSEADDR` too (Redis does) binds and listens on it beside this one.
+pub struct ReservedPort {
+    fd: std::os::fd::OwnedFd,
+    pub port: u16,
+}
+
+impl ReservedPort {
+    pub fn new() -> ReservedPort {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        // SAFETY: plain socket calls on a descriptor this function owns; every result is
+        // checked before it is used.
+        unsafe {
+            let raw = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+            assert!(raw >= 0, "socket: {}", std::io::Error::last_os_error());
+            let fd = OwnedFd::from_raw_fd(raw);
+            let one: libc::c_int = 1;
+            let r = libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_REUSEADDR,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+            assert_eq!(r, 0, "SO_REUSEADDR: {}", std::io::Error::last_os_error());
+            let mut addr: libc::sockaddr_in = std::mem::zeroed();
+            addr.sin_family = libc::AF_INET as libc::sa_family_t;
+            addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+            let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            let r = libc::bind(
+                fd.as_raw_fd(),
+                (&addr as *const libc::sockaddr_in).cast(),
+                len,
+            );
+            assert_eq!(r, 0, "bind: {}", std::io::Error::last_os_error());
+            let mut len = len;
+            let r = libc::getsockname(
+                fd.as_raw_fd(),
+                (&mut addr as *mut libc::sockaddr_in).cast(),
+                &mut len,
+            );
+            assert_eq!(r, 0, "getsockname: {}", std::io::Error::last_os_error());
+            ReservedPort {
+                port: u16::from_be(addr.sin_port),
+                fd,
+            }
+        }
+    }
+}
+
+impl Default for ReservedPort {
+    fn default() -> Self {
+        ReservedPort::new()
+    }
+}
+
+impl std::fmt::Debug for ReservedPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::os::fd::AsRawFd;
+        write!(f, "ReservedPort({}, fd {})", self.port, self.fd.as_raw_fd())
+    }
+}
+
 /// A port that was free a moment ago (tether binds it itself).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

@@ -8,6 +8,10 @@ use std::time::{Duration, Instant};
 
 pub struct Redis {
     pub port: u16,
+    /// The port, held for this server while it lives (see [`super::ReservedPort`]): a
+    /// port picked, released and bound later was taken meanwhile by another test's
+    /// connection in CI.
+    reserved: super::ReservedPort,
     dir: PathBuf,
     /// More arguments for `redis-server` (a replica's `--replicaof`, say).
     args: Vec<String>,
@@ -30,8 +34,10 @@ impl Redis {
 
     /// Starts Redis with more `redis-server` arguments.
     pub fn start_with(dir: &Path, args: &[&str]) -> Redis {
+        let reserved = super::ReservedPort::new();
         let mut r = Redis {
-            port: super::free_port(),
+            port: reserved.port,
+            reserved,
             dir: dir.to_path_buf(),
             args: args.iter().map(|a| a.to_string()).collect(),
             conf: None,
@@ -46,7 +52,8 @@ impl Redis {
     /// `cert` and `key`; clients need no certificate. `ca` (the CA that signed `cert`) is
     /// what `redis-server` requires and what `redis-cli` checks the server with.
     pub fn start_tls(dir: &Path, cert: &str, key: &str, ca: &str) -> Redis {
-        let port = super::free_port().to_string();
+        let reserved = super::ReservedPort::new();
+        let port = reserved.port.to_string();
         let args = [
             "--port",
             "0",
@@ -62,7 +69,8 @@ impl Redis {
             "no",
         ];
         let mut r = Redis {
-            port: port.parse().unwrap(),
+            port: reserved.port,
+            reserved,
             dir: dir.to_path_buf(),
             args: args.iter().map(|a| a.to_string()).collect(),
             conf: None,
@@ -88,8 +96,10 @@ impl Redis {
             ),
         )
         .unwrap();
+        let reserved = super::ReservedPort::new();
         let mut r = Redis {
-            port: super::free_port(),
+            port: reserved.port,
+            reserved,
             dir: dir.to_path_buf(),
             args: vec!["--sentinel".into()],
             conf: Some(conf),
@@ -102,8 +112,10 @@ impl Redis {
 
     /// The port was picked and is not started yet (for "Redis down at start" tests).
     pub fn not_started(dir: &Path) -> Redis {
+        let reserved = super::ReservedPort::new();
         Redis {
-            port: super::free_port(),
+            port: reserved.port,
+            reserved,
             dir: dir.to_path_buf(),
             args: Vec::new(),
             conf: None,
@@ -129,6 +141,12 @@ impl Redis {
     pub fn launch(&mut self) {
         assert!(self.child.is_none(), "already running");
         std::fs::create_dir_all(&self.dir).unwrap();
+        let log_path = self.dir.join("redis-server.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .unwrap();
         let mut cmd = Command::new("redis-server");
         if let Some(conf) = &self.conf {
             cmd.arg(conf);
@@ -142,8 +160,8 @@ impl Redis {
             .arg("--dir")
             .arg(&self.dir)
             .args(&self.args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
             .spawn()
             .expect("redis-server is not installed: run ./run test, which installs it");
         self.child = Some(child);
@@ -152,9 +170,22 @@ impl Redis {
             if self.cli(&["PING"]).trim() == "PONG" {
                 return;
             }
+            if let Ok(Some(status)) = self.child.as_mut().unwrap().try_wait() {
+                self.child = None;
+                panic!(
+                    "redis-server on port {} ({:?}) exited ({status}):\n{}",
+                    self.port,
+                    self.reserved,
+                    std::fs::read_to_string(&log_path).unwrap_or_default()
+                );
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("redis-server did not start on port {}", self.port);
+        panic!(
+            "redis-server did not start on port {}:\n{}",
+            self.port,
+            std::fs::read_to_string(&log_path).unwrap_or_default()
+        );
     }
 
     /// Kills the server (its data dies with it).
