@@ -7,6 +7,7 @@
 mod body;
 mod ctx;
 mod forwarded;
+pub(crate) mod headroom;
 mod hooks;
 mod plugins;
 mod record;
@@ -122,6 +123,12 @@ impl TetherProxy {
             ctx.metrics = default.map(|d| snapshot.metrics[d].clone());
             respond::plain(session, 400, why, Conn::Close).await?;
             return Ok(true);
+        }
+        // pingora-proxy copies this head for the server: give the copy room for the fields
+        // tether adds (the lean path builds its own head with room).
+        if !ctx.lean && !session.as_downstream().is_http2() {
+            let roomy = headroom::rebuilt(session.req_header(), |_| false)?;
+            *session.req_header_mut() = roomy;
         }
         ctx.forwarded = snapshot.forwarded[self.listener];
         // Host and path routes choose the cluster (or answer); then the plugins may.

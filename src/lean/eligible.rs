@@ -81,22 +81,29 @@ fn only_keep_alive_or_close(value: &[u8]) -> bool {
     })
 }
 
-/// The request head for the server: HTTP/1.1, without the client's hop fields.
-pub fn upstream_head(req: &mut RequestHeader, take: Take) {
-    req.set_version(Version::HTTP_11);
-    if take.hop_fields {
-        for name in [
-            CONNECTION,
-            KEEP_ALIVE,
-            PROXY_CONNECTION,
-            PROXY_AUTHENTICATE,
-            PROXY_AUTHORIZATION,
-            TE,
-            TRAILER,
-        ] {
-            req.remove_header(&name);
-        }
-    }
+/// The request head for the server: HTTP/1.1, the client's fields in their order and case
+/// without its hop fields, with room for what tether adds (`proxy::headroom`).
+pub fn upstream_head(req: &RequestHeader, take: Take) -> pingora_core::Result<RequestHeader> {
+    let mut up = crate::proxy::headroom::rebuilt(req, |name| {
+        take.hop_fields && is_hop_field_name(name)
+    })?;
+    up.set_version(Version::HTTP_11);
+    Ok(up)
+}
+
+/// [`hop_field`] on a name as the client wrote it.
+fn is_hop_field_name(name: &[u8]) -> bool {
+    [
+        CONNECTION,
+        KEEP_ALIVE,
+        PROXY_CONNECTION,
+        PROXY_AUTHENTICATE,
+        PROXY_AUTHORIZATION,
+        TE,
+        TRAILER,
+    ]
+    .iter()
+    .any(|h| name.eq_ignore_ascii_case(h.as_str().as_bytes()))
 }
 
 #[cfg(test)]
@@ -168,9 +175,10 @@ mod tests {
         );
         r.set_version(Version::HTTP_10);
         let take = takes(&r, 0).expect("a plain GET");
-        upstream_head(&mut r, take);
-        assert_eq!(r.version, Version::HTTP_11);
-        let names: Vec<_> = r.headers.keys().map(|k| k.as_str().to_string()).collect();
+        let up = upstream_head(&r, take).unwrap();
+        assert_eq!(up.version, Version::HTTP_11);
+        assert_eq!((up.method.as_str(), up.raw_path()), ("GET", &b"/"[..]));
+        let names: Vec<_> = up.headers.keys().map(|k| k.as_str().to_string()).collect();
         assert_eq!(names, ["host", "cookie"]);
     }
 }

@@ -56,8 +56,10 @@ async fn exchange(
     ctx: &mut RequestCtx,
     take: eligible::Take,
 ) -> (bool, bool, Option<Box<Error>>) {
-    let mut req = session.req_header().clone();
-    eligible::upstream_head(&mut req, take);
+    let mut req = match eligible::upstream_head(session.req_header(), take) {
+        Ok(req) => req,
+        Err(e) => return (false, true, Some(e)),
+    };
     if let Err(e) = t.upstream_request(session, &mut req, ctx).await {
         return (false, true, Some(e));
     }
