@@ -124,12 +124,6 @@ impl TetherProxy {
             respond::plain(session, 400, why, Conn::Close).await?;
             return Ok(true);
         }
-        // pingora-proxy copies this head for the server: give the copy room for the fields
-        // tether adds (the lean path builds its own head with room).
-        if !ctx.lean && !session.as_downstream().is_http2() {
-            let roomy = headroom::rebuilt(session.req_header(), |_| false)?;
-            *session.req_header_mut() = roomy;
-        }
         ctx.forwarded = snapshot.forwarded[self.listener];
         // Host and path routes choose the cluster (or answer); then the plugins may.
         let listener_routes = &snapshot.routes[self.listener];

@@ -84,9 +84,8 @@ fn only_keep_alive_or_close(value: &[u8]) -> bool {
 /// The request head for the server: HTTP/1.1, the client's fields in their order and case
 /// without its hop fields, with room for what tether adds (`proxy::headroom`).
 pub fn upstream_head(req: &RequestHeader, take: Take) -> pingora_core::Result<RequestHeader> {
-    let mut up = crate::proxy::headroom::rebuilt(req, |name| {
-        take.hop_fields && is_hop_field_name(name)
-    })?;
+    let mut up =
+        crate::proxy::headroom::rebuilt(req, |name| take.hop_fields && is_hop_field_name(name))?;
     up.set_version(Version::HTTP_11);
     Ok(up)
 }

@@ -125,7 +125,6 @@ impl Lean {
     ) -> Option<(Stream, Option<BytesMut>)> {
         let t = &self.tether;
         let mut ctx = RequestCtx::new();
-        ctx.lean = true;
         if let Err(e) = t.early_request(&mut session, &mut ctx).await {
             return self
                 .failed(session, ctx, e, "Fail to early filter request:")

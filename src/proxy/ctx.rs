@@ -45,8 +45,6 @@ pub struct RequestCtx {
     pub ssl_headers: Option<Arc<crate::config::SslHeaders>>,
     /// The host/path route the request matched, by name.
     pub route: Option<Arc<str>>,
-    /// Served by the lean HTTP/1 path (which builds the upstream head itself).
-    pub lean: bool,
 }
 
 impl Default for RequestCtx {
@@ -87,7 +85,6 @@ impl RequestCtx {
             upstream_tls: None,
             ssl_headers: None,
             route: None,
-            lean: false,
         }
     }
 
