@@ -12,7 +12,7 @@ use std::time::Duration;
 async fn the_fleet_follows_a_sentinel_failover() {
     let dir = scratch_dir("fleet-sentinel");
     let mut master = Redis::start(&dir.join("master"));
-    let port = master.port.to_string();
+    let port = master.port().to_string();
     let replica = Redis::start_with(&dir.join("replica"), &["--replicaof", "127.0.0.1", &port]);
     let sentinel = Redis::sentinel(&dir.join("sentinel"), "fleet", &master);
     let (_cluster, sims) = was_cluster().await;
@@ -21,7 +21,7 @@ async fn the_fleet_follows_a_sentinel_failover() {
             cluster: cluster_yaml(&sims),
             top: format!(
                 "shared_state:\n  sentinel:\n    master: fleet\n    addresses: [\"127.0.0.1:{}\"]\n  instance: {name}\n  key_prefix: test\n",
-                sentinel.port
+                sentinel.port()
             ),
             admin: true,
             metrics: true,

@@ -43,6 +43,7 @@ pub fn scratch_dir(tag: &str) -> PathBuf {
 /// never listens: connections to the port are refused while the server is down, no other
 /// socket (an outgoing connection's automatic port included) can take it, and a server
 /// that sets `SO_REUSEADDR` too (Redis does) binds and listens on it beside this one.
+#[derive(Debug)]
 pub struct ReservedPort {
     fd: std::os::fd::OwnedFd,
     pub port: u16,
@@ -94,13 +95,6 @@ impl ReservedPort {
 impl Default for ReservedPort {
     fn default() -> Self {
         ReservedPort::new()
-    }
-}
-
-impl std::fmt::Debug for ReservedPort {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use std::os::fd::AsRawFd;
-        write!(f, "ReservedPort({}, fd {})", self.port, self.fd.as_raw_fd())
     }
 }
 

@@ -7,7 +7,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub struct Redis {
-    pub port: u16,
     /// The port, held for this server while it lives (see [`super::ReservedPort`]): a
     /// port picked, released and bound later was taken meanwhile by another test's
     /// connection in CI.
@@ -36,7 +35,6 @@ impl Redis {
     pub fn start_with(dir: &Path, args: &[&str]) -> Redis {
         let reserved = super::ReservedPort::new();
         let mut r = Redis {
-            port: reserved.port,
             reserved,
             dir: dir.to_path_buf(),
             args: args.iter().map(|a| a.to_string()).collect(),
@@ -69,7 +67,6 @@ impl Redis {
             "no",
         ];
         let mut r = Redis {
-            port: reserved.port,
             reserved,
             dir: dir.to_path_buf(),
             args: args.iter().map(|a| a.to_string()).collect(),
@@ -92,13 +89,12 @@ impl Redis {
                 "sentinel monitor {name} 127.0.0.1 {p} 1\n\
                  sentinel down-after-milliseconds {name} 500\n\
                  sentinel failover-timeout {name} 3000\n",
-                p = master.port
+                p = master.port()
             ),
         )
         .unwrap();
         let reserved = super::ReservedPort::new();
         let mut r = Redis {
-            port: reserved.port,
             reserved,
             dir: dir.to_path_buf(),
             args: vec!["--sentinel".into()],
@@ -114,7 +110,6 @@ impl Redis {
     pub fn not_started(dir: &Path) -> Redis {
         let reserved = super::ReservedPort::new();
         Redis {
-            port: reserved.port,
             reserved,
             dir: dir.to_path_buf(),
             args: Vec::new(),
@@ -124,17 +119,22 @@ impl Redis {
         }
     }
 
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.reserved.port
+    }
+
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
+        format!("redis://127.0.0.1:{}/0", self.port())
     }
 
     /// The URL of a server started with [`Redis::start_tls`].
     pub fn tls_url(&self) -> String {
-        format!("rediss://127.0.0.1:{}/0", self.port)
+        format!("rediss://127.0.0.1:{}/0", self.port())
     }
 
     pub fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
+        SocketAddr::from(([127, 0, 0, 1], self.port()))
     }
 
     /// Starts (again) on the same port, empty.
@@ -153,7 +153,7 @@ impl Redis {
         }
         // A TLS-only server names its ports (`--port 0 --tls-port N`) in `args`.
         if !self.args.iter().any(|a| a == "--port") {
-            cmd.args(["--port", &self.port.to_string()]);
+            cmd.args(["--port", &self.port().to_string()]);
         }
         let child = cmd
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
@@ -174,7 +174,7 @@ impl Redis {
                 self.child = None;
                 panic!(
                     "redis-server on port {} ({:?}) exited ({status}):\n{}",
-                    self.port,
+                    self.port(),
                     self.reserved,
                     std::fs::read_to_string(&log_path).unwrap_or_default()
                 );
@@ -183,7 +183,7 @@ impl Redis {
         }
         panic!(
             "redis-server did not start on port {}:\n{}",
-            self.port,
+            self.port(),
             std::fs::read_to_string(&log_path).unwrap_or_default()
         );
     }
@@ -212,7 +212,7 @@ impl Redis {
     /// Runs `redis-cli` against this server; returns its output.
     pub fn cli(&self, args: &[&str]) -> String {
         let out = Command::new("redis-cli")
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-h", "127.0.0.1", "-p", &self.port().to_string()])
             .args(&self.cli_args)
             .args(args)
             .output()
