@@ -12,7 +12,9 @@
 //! README's "Running a fleet".
 
 mod apply;
+mod conflict;
 pub mod hints;
+pub mod identity;
 pub mod keys;
 mod metrics;
 mod publish;
@@ -40,6 +42,8 @@ pub struct Peer {
 
 pub struct Fleet {
     pub settings: SharedState,
+    /// This instance's name and this process's origin token.
+    pub identity: identity::Identity,
     keys: Keys,
     /// The hybrid logical clock: the last version used or seen.
     clock: AtomicU64,
@@ -51,6 +55,8 @@ pub struct Fleet {
     /// The newest change of each server (`cluster/server`) the fleet knows of.
     servers: Mutex<HashMap<String, ServerValue>>,
     peers: Mutex<Vec<Peer>>,
+    /// Another live process writing this instance's heartbeat.
+    clash: Mutex<conflict::Watch>,
     pub hints: hints::Hints,
 }
 
@@ -59,10 +65,19 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Fleet {
-    pub fn new(settings: SharedState) -> Arc<Fleet> {
+    /// The fleet member this process is; without a configured name, the one kept in
+    /// `state_dir` (chosen there at the first start).
+    pub fn new(settings: SharedState, state_dir: Option<&std::path::Path>) -> Arc<Fleet> {
         metrics::init();
+        let identity = identity::resolve(settings.instance.as_deref(), state_dir);
+        log::info!(
+            "fleet: this instance is {} ({})",
+            identity.name,
+            identity.describe(state_dir)
+        );
         Arc::new(Fleet {
             keys: Keys::new(&settings.key_prefix),
+            identity,
             settings,
             clock: AtomicU64::new(0),
             up: AtomicBool::new(false),
@@ -70,12 +85,18 @@ impl Fleet {
             outbox: Mutex::default(),
             servers: Mutex::default(),
             peers: Mutex::default(),
+            clash: Mutex::default(),
             hints: Default::default(),
         })
     }
 
     pub fn instance(&self) -> &str {
-        &self.settings.instance
+        &self.identity.name
+    }
+
+    /// This process's origin token, in every event and heartbeat it writes.
+    pub fn origin(&self) -> &str {
+        &self.identity.origin
     }
 
     /// A version for a change made at `at_ms`: later than every version used or seen.
@@ -108,7 +129,7 @@ impl Fleet {
             version: self.stamp(crate::routing::wall_ms()),
             state,
             weight,
-            instance: self.settings.instance.clone(),
+            instance: self.identity.name.clone(),
         };
         let field = keys::server_field(cluster, server);
         lock(&self.servers).insert(field.clone(), value.clone());
@@ -139,8 +160,17 @@ impl Fleet {
                 })
             })
             .collect();
+        let now = crate::routing::now_ms();
+        let conflict = lock(&self.clash).conflict().map(|o| {
+            serde_json::json!({
+                "pid": o.pid,
+                "origin": o.origin,
+                "since_ms_ago": now.saturating_sub(o.first_ms),
+            })
+        });
         serde_json::json!({
-            "instance": self.settings.instance,
+            "instance": self.identity.name,
+            "name_conflict": conflict,
             "redis": self.settings.url,
             "key_prefix": self.settings.key_prefix,
             "up": self.up.load(Relaxed),

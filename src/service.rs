@@ -147,7 +147,10 @@ pub fn build_server(
         }
         None => None,
     };
-    let fleet = config.shared_state.clone().map(crate::fleet::Fleet::new);
+    let fleet = config
+        .shared_state
+        .clone()
+        .map(|s| crate::fleet::Fleet::new(s, config.state_dir.as_deref()));
     if config.clusters.iter().any(|c| c.health_check.is_some()) {
         let checker = HealthChecker::new(snapshot.clone()).with_fleet(fleet.clone());
         server.add_service(background_service("health checks", checker));

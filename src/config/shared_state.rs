@@ -51,8 +51,9 @@ pub struct SharedState {
     /// Every key tether uses starts with `{<prefix>}:`; fleets sharing one Redis use
     /// different prefixes.
     pub key_prefix: String,
-    /// This instance's name in the fleet (status, who made a change).
-    pub instance: String,
+    /// This instance's name in the fleet (status, who made a change). `None`: a name is
+    /// chosen at the first start and kept in `state_dir` (`fleet/identity.rs`).
+    pub instance: Option<String>,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
     /// How long a start waits for Redis before it uses `state_dir` alone.
@@ -72,36 +73,11 @@ impl std::fmt::Debug for SharedState {
 }
 
 /// Names that go into keys and values: no separators, no braces.
-fn is_name(s: &str) -> bool {
+pub fn is_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-}
-
-/// The host's name, for the default instance name.
-fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it
-    // or truncates, and we stop at the first NUL or the end.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let name: String = String::from_utf8_lossy(&buf[..end])
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(64)
-        .collect();
-    if rc != 0 || name.is_empty() {
-        "tether".into()
-    } else {
-        name
-    }
 }
 
 fn read_file(check: &mut Check, path: &str, file: &str) -> Option<Vec<u8>> {
@@ -213,11 +189,11 @@ pub(super) fn validate(raw: RawSharedState, check: &mut Check) -> SharedState {
             format!("`{key_prefix}`: use 1 to 64 letters, digits, `.`, `_` or `-`"),
         );
     }
-    let instance = raw.instance.unwrap_or_else(host_name);
-    if !is_name(&instance) {
+    let instance = raw.instance;
+    if let Some(name) = instance.as_deref().filter(|n| !is_name(n)) {
         check.err(
             "shared_state.instance",
-            format!("`{instance}`: use 1 to 64 letters, digits, `.`, `_` or `-`"),
+            format!("`{name}`: use 1 to 64 letters, digits, `.`, `_` or `-`"),
         );
     }
     let ms = Duration::from_millis;
@@ -267,7 +243,7 @@ mod tests {
         .unwrap();
         let s = c.shared_state.unwrap();
         assert_eq!(s.key_prefix, "tether");
-        assert!(!s.instance.is_empty());
+        assert_eq!(s.instance, None, "chosen at start, not by the config");
         assert_eq!(s.command_timeout, std::time::Duration::from_secs(1));
         assert_eq!(s.startup_timeout, std::time::Duration::from_secs(2));
         assert!(s.sentinel.is_none() && s.password.is_none());

@@ -7,9 +7,13 @@
 //! | --- | --- | --- | --- |
 //! | `{p}:partitions:<cluster>` | hash | partition key, 16 hex digits | `<version>\|<clone id>\|<instance>` |
 //! | `{p}:servers` | hash | `<cluster>/<server>` | `<version>\|<state or file>\|<weight>\|<instance>` |
-//! | `{p}:events` | stream | `k` kind (`p`, `s`, `down`), `c` cluster, `f` field, `v` value, `t` ms | |
-//! | `{p}:instances` | hash | instance | `<ms>\|<partitions held>\|<pid>` |
+//! | `{p}:events` | stream | `k` kind (`p`, `s`, `down`), `c` cluster, `f` field, `v` value, `t` ms, `o` origin | |
+//! | `{p}:instances` | hash | instance | `<ms>\|<partitions held>\|<pid>\|<origin>` |
 //! | `{p}:epoch` | string | | random token; gone or changed: Redis lost its data |
+//!
+//! The origin is a token unique to the process that wrote an event or heartbeat
+//! (`identity.rs`): instances that share a name still tell their entries apart. Events and
+//! heartbeats of tether versions before it have none.
 //!
 //! A version is a hybrid logical clock in milliseconds since the Unix epoch: the larger
 //! wins. Parsing never panics: anything else under these keys is garbage, counted and
@@ -150,6 +154,44 @@ impl ServerValue {
     }
 }
 
+/// A heartbeat as stored under the instance's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Beat {
+    pub ms: u64,
+    pub partitions: u64,
+    pub pid: u32,
+    /// Empty when the writer predates origins.
+    pub origin: String,
+}
+
+impl Beat {
+    pub fn encode(&self) -> String {
+        format!(
+            "{}|{}|{}|{}",
+            self.ms, self.partitions, self.pid, self.origin
+        )
+    }
+
+    /// Lenient, as heartbeats only inform: missing or unreadable numbers are 0.
+    pub fn parse(value: &[u8]) -> Beat {
+        let text = String::from_utf8_lossy(value);
+        let mut parts = text.split('|');
+        let mut number = || {
+            parts
+                .next()
+                .and_then(|p| p.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let (ms, partitions, pid) = (number(), number(), number());
+        Beat {
+            ms,
+            partitions,
+            pid: u32::try_from(pid).unwrap_or(0),
+            origin: text.split('|').nth(3).unwrap_or("").to_string(),
+        }
+    }
+}
+
 /// The version a partition or server value starts with.
 pub fn version_of(value: &[u8]) -> Option<u64> {
     let end = value.iter().position(|&b| b == b'|')?;
@@ -227,5 +269,15 @@ mod tests {
         assert_eq!(version_of(b"x|c1|a"), None);
         assert_eq!(version_of(b"1764"), None);
         assert_eq!(Keys::new("t").partitions("ws"), "{t}:partitions:ws");
+        let beat = Beat {
+            ms: 1764,
+            partitions: 6,
+            pid: 42,
+            origin: "00ff00ff00ff00ff".into(),
+        };
+        assert_eq!(Beat::parse(beat.encode().as_bytes()), beat);
+        let old = Beat::parse(b"1764|6|42");
+        assert_eq!((old.ms, old.pid, old.origin.as_str()), (1764, 42, ""));
+        assert_eq!(Beat::parse(b"junk").ms, 0);
     }
 }

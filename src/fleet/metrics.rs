@@ -1,5 +1,6 @@
 //! The fleet's metrics: whether Redis is reachable, how late others' changes arrive, and
-//! what was published, applied and rejected.
+//! what was published, applied and rejected, and whether another instance has this one's
+//! name.
 
 use once_cell::sync::Lazy;
 use pingora_prometheus::prometheus::{
@@ -58,9 +59,18 @@ pub static RECONNECTS: Lazy<IntCounter> = Lazy::new(|| {
     .expect("register tether_shared_state_reconnects_total")
 });
 
+pub static NAME_CONFLICT: Lazy<IntGauge> = Lazy::new(|| {
+    register_int_gauge!(
+        "tether_shared_state_name_conflict",
+        "1 while another live tether instance writes this instance's heartbeat (the two share a fleet name), else 0."
+    )
+    .expect("register tether_shared_state_name_conflict")
+});
+
 /// Registers every family now, so that they are scraped from the start.
 pub fn init() {
     UP.set(0);
+    NAME_CONFLICT.set(0);
     Lazy::force(&LAG);
     Lazy::force(&RECONNECTS);
     for kind in ["partition", "server", "hint"] {

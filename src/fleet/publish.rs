@@ -111,7 +111,12 @@ impl FleetSync {
         }
         let keys = &self.fleet.keys;
         match redis
-            .publish(keys, hash, kind, cluster, wall_ms(), pairs)
+            .publish(
+                keys,
+                (hash, kind, cluster),
+                (wall_ms(), self.fleet.origin()),
+                pairs,
+            )
             .await
         {
             Ok(answers) => {
@@ -166,7 +171,11 @@ impl FleetSync {
         while let Some((cluster, server)) = p.hints.first().cloned() {
             let instance = self.fleet.instance();
             match redis
-                .event(keys, "down", &cluster, &server, instance, wall_ms())
+                .event(
+                    keys,
+                    ("down", &cluster, &server, instance),
+                    (wall_ms(), self.fleet.origin()),
+                )
                 .await
             {
                 Ok(()) => metrics::PUBLISHED.with_label_values(&["hint"]).inc(),

@@ -36,11 +36,11 @@ impl From<RedisError> for Failure {
 
 /// Compare-and-set of hash fields by version, and the change event for each accepted one,
 /// in one atomic step. KEYS: the hash, the event stream. ARGV: kind, cluster, now (ms),
-/// stream length, then field/value pairs; a value starts with `<version>|`. Returns, per
-/// pair, "" when it was accepted, else the newer value Redis keeps.
+/// stream length, origin, then field/value pairs; a value starts with `<version>|`.
+/// Returns, per pair, "" when it was accepted, else the newer value Redis keeps.
 const CAS: &str = r#"
 local out = {}
-for i = 5, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   local f, v = ARGV[i], ARGV[i + 1]
   local nv = tonumber(string.match(v, '^(%d+)|')) or 0
   local cur = redis.call('HGET', KEYS[1], f)
@@ -50,7 +50,7 @@ for i = 5, #ARGV, 2 do
   else
     redis.call('HSET', KEYS[1], f, v)
     redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*',
-      'k', ARGV[1], 'c', ARGV[2], 'f', f, 'v', v, 't', ARGV[3])
+      'k', ARGV[1], 'c', ARGV[2], 'f', f, 'v', v, 't', ARGV[3], 'o', ARGV[5])
     out[#out + 1] = ''
   end
 end
@@ -84,6 +84,8 @@ pub struct Event {
     pub field: String,
     pub value: Vec<u8>,
     pub at_ms: u64,
+    /// The writing process's origin token; empty from tether versions before it.
+    pub origin: String,
 }
 
 /// The client for the master a sentinel names now.
@@ -236,10 +238,8 @@ impl Redis {
     pub async fn publish(
         &mut self,
         keys: &Keys,
-        hash: &str,
-        kind: &str,
-        cluster: &str,
-        now_ms: u64,
+        (hash, kind, cluster): (&str, &str, &str),
+        (now_ms, origin): (u64, &str),
         pairs: &[(String, String)],
     ) -> Result<Vec<Option<Vec<u8>>>, Failure> {
         let mut out = Vec::with_capacity(pairs.len());
@@ -249,7 +249,8 @@ impl Redis {
                 .arg(kind)
                 .arg(cluster)
                 .arg(now_ms)
-                .arg(STREAM_LEN);
+                .arg(STREAM_LEN)
+                .arg(origin);
             for (f, v) in chunk {
                 call.arg(f).arg(v);
             }
@@ -272,11 +273,8 @@ impl Redis {
     pub async fn event(
         &mut self,
         keys: &Keys,
-        kind: &str,
-        cluster: &str,
-        field: &str,
-        value: &str,
-        now_ms: u64,
+        (kind, cluster, field, value): (&str, &str, &str, &str),
+        (now_ms, origin): (u64, &str),
     ) -> Result<(), Failure> {
         let mut cmd = redis::cmd("XADD");
         cmd.arg(keys.events())
@@ -286,7 +284,9 @@ impl Redis {
             .arg("*")
             .arg(&[("k", kind), ("c", cluster), ("f", field), ("v", value)])
             .arg("t")
-            .arg(now_ms);
+            .arg(now_ms)
+            .arg("o")
+            .arg(origin);
         self.run::<Value>(&cmd).await.map(drop)
     }
 
@@ -312,6 +312,16 @@ impl Redis {
     pub async fn set_field(&mut self, hash: &str, field: &str, value: &str) -> Result<(), Failure> {
         let mut cmd = redis::cmd("HSET");
         cmd.arg(hash).arg(field).arg(value);
+        self.run::<Value>(&cmd).await.map(drop)
+    }
+
+    /// Removes `fields` from `hash`.
+    pub async fn del_fields(&mut self, hash: &str, fields: &[Vec<u8>]) -> Result<(), Failure> {
+        if fields.is_empty() {
+            return Ok(());
+        }
+        let mut cmd = redis::cmd("HDEL");
+        cmd.arg(hash).arg(fields);
         self.run::<Value>(&cmd).await.map(drop)
     }
 
@@ -372,6 +382,7 @@ impl Redis {
                     field: s("f"),
                     value: text(&id.map, "v"),
                     at_ms: s("t").parse().unwrap_or(0),
+                    origin: s("o"),
                     id: id.id,
                 });
             }

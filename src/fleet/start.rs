@@ -35,7 +35,7 @@ pub fn load_at_start(fleet: &Arc<Fleet>, control: &Control) {
     match result {
         Ok((servers, partitions)) => log::info!(
             "fleet: instance {} loaded {servers} server changes and {partitions} partitions from {}",
-            s.instance,
+            fleet.instance(),
             s.url
         ),
         Err(e) => log::warn!(

@@ -16,6 +16,7 @@
 //! number of distinct partitions) and the next session publishes them.
 
 use super::apply::{self, Applied};
+use super::conflict::Change;
 use super::keys;
 use super::publish::{data_ok, Pending};
 use super::redis_io::{Event, Failure, Redis};
@@ -36,6 +37,8 @@ const HEARTBEAT_TICKS: u32 = 10;
 /// Events one stream read returns at most.
 const READ_COUNT: usize = 1000;
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// A heartbeat this old is an instance that stopped: it leaves the list (and Redis).
+const FORGET_PEER: Duration = Duration::from_secs(600);
 
 static STILL_DOWN: Every = Every::new(30_000);
 
@@ -65,7 +68,9 @@ impl FleetSync {
         FleetSync { fleet, control }
     }
 
-    /// Writes this instance's heartbeat and reads the others'.
+    /// Reads the fleet's heartbeats (noticing another process that wrote this instance's
+    /// since its last beat), writes this instance's, and forgets instances silent for
+    /// [`FORGET_PEER`].
     async fn heartbeat(&self, redis: &mut Redis) -> Result<(), Failure> {
         let keys = &self.fleet.keys;
         let snapshot = self.control.snapshot().load_full();
@@ -74,21 +79,44 @@ impl FleetSync {
             .iter()
             .filter_map(|r| r.partitions().map(|t| t.len()))
             .sum();
-        let beat = format!("{}|{held}|{}", wall_ms(), std::process::id());
         let instances = keys.instances();
         let me = self.fleet.instance();
-        data_ok(redis.set_field(&instances, me, &beat).await, "a heartbeat")?;
-        let beats = data_ok(redis.hash(&instances).await, "a heartbeat")?;
+        let beats = data_ok(redis.hash(&instances).await, "a heartbeat")?.unwrap_or_default();
+        let now = wall_ms();
         let mut peers = Vec::new();
-        for (name, value) in beats.unwrap_or_default() {
-            let value = String::from_utf8_lossy(&value);
-            let mut parts = value.split('|');
-            let seen_ms = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-            let partitions = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        let mut gone = Vec::new();
+        let mut mine = None;
+        for (name, value) in beats {
+            let beat = keys::Beat::parse(&value);
+            if name == me.as_bytes() {
+                mine = Some(beat.clone());
+            } else if now.saturating_sub(beat.ms) > FORGET_PEER.as_millis() as u64 {
+                gone.push(name);
+                continue;
+            }
             peers.push(Peer {
                 name: String::from_utf8_lossy(&name).into_owned(),
-                seen_ms,
-                partitions,
+                seen_ms: beat.ms,
+                partitions: beat.partitions,
+            });
+        }
+        self.watch_name(mine.as_ref());
+        let beat = keys::Beat {
+            ms: now,
+            partitions: held as u64,
+            pid: std::process::id(),
+            origin: self.fleet.origin().to_string(),
+        };
+        data_ok(
+            redis.set_field(&instances, me, &beat.encode()).await,
+            "a heartbeat",
+        )?;
+        data_ok(redis.del_fields(&instances, &gone).await, "a heartbeat")?;
+        if !peers.iter().any(|p| p.name == me) {
+            peers.push(Peer {
+                name: me.to_string(),
+                seen_ms: now,
+                partitions: held as u64,
             });
         }
         peers.sort_by(|a, b| a.name.cmp(&b.name));
@@ -96,17 +124,52 @@ impl FleetSync {
         Ok(())
     }
 
+    /// Says so when another live process keeps writing this instance's heartbeat.
+    fn watch_name(&self, found: Option<&keys::Beat>) {
+        let change = lock(&self.fleet.clash).observe(found, self.fleet.origin(), now_ms());
+        let me = self.fleet.instance();
+        match change {
+            Some(Change::Began(other)) => {
+                metrics::NAME_CONFLICT.set(1);
+                log::error!(
+                    "fleet: another tether (pid {} on some host, origin {}) runs with this instance's name {me} on {} {{{}}}; both still apply each other's changes, but status, heartbeats and \"changed by\" mix them up: give each instance its own state_dir or shared_state.instance",
+                    other.pid,
+                    other.origin,
+                    self.fleet.settings.url,
+                    self.fleet.settings.key_prefix
+                );
+            }
+            Some(Change::Ended(other)) => {
+                metrics::NAME_CONFLICT.set(0);
+                log::warn!(
+                    "fleet: the other tether named {me} (pid {}) has stopped writing its heartbeat",
+                    other.pid
+                );
+            }
+            None => {}
+        }
+    }
+
     /// Applies a batch of events other instances published.
     fn apply_events(&self, events: Vec<Event>) {
         let snapshot = self.control.snapshot().load_full();
         let me = self.fleet.instance();
-        let own = |v: &[u8]| v.rsplit(|&b| b == b'|').next() == Some(me.as_bytes());
+        let origin = self.fleet.origin();
+        // This process's own events, told by their origin. Events without one come from
+        // tether versions before origins, which named the writer only.
+        let own = |ev: &Event| match ev.origin.as_str() {
+            "" => match ev.kind.as_str() {
+                "down" => ev.value == me.as_bytes(),
+                _ => ev.value.rsplit(|&b| b == b'|').next() == Some(me.as_bytes()),
+            },
+            o => o == origin,
+        };
         let now = wall_ms();
         for ev in events {
+            if own(&ev) {
+                continue;
+            }
             let (kind, applied) = match ev.kind.as_str() {
-                "p" if own(&ev.value) => continue,
-                "s" if own(&ev.value) => continue,
-                "down" if ev.value == me.as_bytes() => continue,
                 "p" => match snapshot.clusters.iter().find(|r| r.name == ev.cluster) {
                     Some(r) => (
                         "partition",
@@ -152,7 +215,12 @@ impl FleetSync {
     async fn session(&self, shutdown: &mut ShutdownWatch, p: &mut Pending) -> End {
         let s = &self.fleet.settings;
         let keys = &self.fleet.keys;
-        let token = format!("{}-{}-{}", s.instance, std::process::id(), wall_ms());
+        let token = format!(
+            "{}-{}-{}",
+            self.fleet.instance(),
+            self.fleet.origin(),
+            wall_ms()
+        );
         let setup = async {
             let mut redis = Redis::connect(s).await?;
             let (epoch, fresh) = redis.epoch(keys, &token).await?;
@@ -173,7 +241,7 @@ impl FleetSync {
             let reader = Redis::connect_reader(s).await?;
             log::info!(
                 "fleet: instance {} in sync with {} (applied {servers} server changes and {partitions} partitions, published {republished} entries Redis lacked)",
-                s.instance,
+                self.fleet.instance(),
                 s.url
             );
             Ok::<_, Failure>((redis, reader, epoch, after))
