@@ -9,6 +9,7 @@
 
 mod cluster;
 mod live;
+mod process;
 
 pub use cluster::ClusterMetrics;
 pub use live::LiveCollector;
@@ -258,8 +259,8 @@ pub fn init(collector: LiveCollector) {
     }
     Lazy::force(&ACCESS_LOG_DROPPED);
     Lazy::force(&CLIENT_CLOSED);
-    // Prometheus's standard process_* metrics (CPU, RSS, open fds, start time) come with
-    // the default registry once the `process` feature is on (Cargo.toml).
+    // Prometheus's standard process_* metrics, of this process also after `-d` forks.
+    process::register();
     LAST_RELOAD.set(unix_now());
     if let Err(e) = prometheus::register(Box::new(collector)) {
         log::warn!("cannot register the live-state metrics: {e}");

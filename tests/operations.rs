@@ -73,12 +73,55 @@ async fn get_n(addr: SocketAddr, n: usize) {
     }
 }
 
+/// Scrapes `metrics`: every standard `process_*` family is there, and its figures are those
+/// of the process `pid` (threads, open fds). Returns `process_start_time_seconds`.
+async fn process_metrics(metrics: SocketAddr, pid: i32) -> f64 {
+    let resp = HttpClient::new(metrics).get("/metrics", &[]).await.unwrap();
+    let text = resp.body_str().to_string();
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in the scrape of pid {pid}:\n{text}"))
+    };
+    for family in [
+        "process_cpu_seconds_total",
+        "process_open_fds",
+        "process_max_fds",
+        "process_virtual_memory_bytes",
+        "process_resident_memory_bytes",
+        "process_start_time_seconds",
+        "process_threads",
+    ] {
+        value(family);
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let threads: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    // Threads come and go a little between the scrape and the read of /proc.
+    let scraped = value("process_threads");
+    assert!(
+        (scraped - threads).abs() <= 2.0,
+        "process_threads {scraped} is pid {pid}'s ({threads})"
+    );
+    value("process_start_time_seconds")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemon_and_upgrade_keep_the_access_log_and_the_pid_file_goes_with_the_process() {
     let sims = tomcats(1).await;
     let dir = scratch_dir("daemon");
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let conf = config(&dir, addr, &sims, "");
+    let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let conf = config(
+        &dir,
+        addr,
+        &sims,
+        &format!("metrics:\n  address: \"{metrics}\"\n"),
+    );
     let pid_file = dir.join("tether.pid");
     let _guard = KillOnDrop(pid_file.clone());
     let out = Command::new(tether_bin())
@@ -109,6 +152,8 @@ async fn daemon_and_upgrade_keep_the_access_log_and_the_pid_file_goes_with_the_p
     assert!(text.contains("jsessionid=***.tc1"), "{text}");
 
     let old = tether::upgrade::read_pid(&pid_file).unwrap();
+    // The daemon's own process metrics (issue 22, item 2: none were exported after -d).
+    let daemon_started = process_metrics(metrics, old).await;
     // An upgrade to a config with a listener on a taken address fails before anything
     // changes, with one line; the running process keeps serving.
     let held = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -160,6 +205,11 @@ async fn daemon_and_upgrade_keep_the_access_log_and_the_pid_file_goes_with_the_p
     assert!(
         pid_file.exists(),
         "the old process left the new one's pid file alone"
+    );
+    let upgraded_started = process_metrics(metrics, new).await;
+    assert!(
+        upgraded_started > daemon_started,
+        "the upgraded process's own start time: {upgraded_started} after {daemon_started}"
     );
     get_n(addr, 5).await;
     wait_until(
