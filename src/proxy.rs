@@ -95,7 +95,11 @@ impl TetherProxy {
         crate::listener::head_read();
         let limits = self.snapshot.load().limits[self.listener];
         ctx.limits = limits;
-        session.set_keepalive(Some(limits.keepalive_timeout.as_secs().max(1)));
+        // Only where the request left keep-alive on: Pingora turns it off for HTTP/1.0
+        // without `Connection: keep-alive` and for a request framed ambiguously.
+        if session.as_downstream().get_keepalive().is_some() {
+            session.set_keepalive(Some(limits.keepalive_timeout.as_secs().max(1)));
+        }
         session.set_pipelining_enabled(true);
         session.set_read_timeout(Some(limits.request_body_timeout));
         session.set_write_timeout(Some(limits.send_timeout));
@@ -119,7 +123,14 @@ impl TetherProxy {
             respond::plain(session, 431, respond::error_body(431), Conn::Close).await?;
             return Ok(true);
         }
-        if let Err(why) = request_checks::check(session.req_header_mut()) {
+        // The raw head only when its framing needs a second look (rare).
+        let raw = session
+            .req_header()
+            .headers
+            .contains_key(http::header::TRANSFER_ENCODING)
+            .then(|| request::raw_head(session))
+            .flatten();
+        if let Err(why) = request_checks::check(session.req_header_mut(), raw.as_deref()) {
             ctx.metrics = default.map(|d| snapshot.metrics[d].clone());
             respond::plain(session, 400, why, Conn::Close).await?;
             return Ok(true);
@@ -254,6 +265,18 @@ impl TetherProxy {
             snapshot.cluster_chains[*cluster]
                 .upstream_request(upstream_request)
                 .await;
+        }
+        if !upstream_request.headers.contains_key(http::header::HOST) {
+            // HTTP/1.0 may leave Host out, HTTP/1.1 (which tether speaks upstream) may not:
+            // the server's address, as nginx's `$proxy_host` default. Rare: one allocation.
+            if let (Some(router), Some(i)) = (&ctx.router, ctx.server) {
+                let server = &router.servers()[i].config;
+                let host = match &server.host {
+                    Some(name) => format!("{name}:{}", server.address.port()),
+                    None => server.address.to_string(),
+                };
+                upstream_request.insert_header(http::header::HOST, host)?;
+            }
         }
         if let Some(router) = ctx.router.as_ref().filter(|r| r.is_websphere()) {
             let local = session.server_addr().and_then(|a| a.as_inet()).copied();

@@ -55,8 +55,13 @@ pub fn log_refusal(router: &ClusterRouter, reason: Reject) {
 
 /// Bytes of the request head as it arrived (0 when Pingora does not keep them).
 pub fn head_size(session: &Session) -> usize {
+    raw_head(session).map_or(0, |h| h.len())
+}
+
+/// The request head as it arrived, on HTTP/1 (a slice of the read buffer, not a copy).
+pub fn raw_head(session: &Session) -> Option<bytes::Bytes> {
     session
         .as_downstream()
         .as_http1()
-        .map_or(0, |h| h.get_headers_raw_bytes().len())
+        .map(|h| h.get_headers_raw_bytes())
 }

@@ -1,7 +1,9 @@
 //! Checks of a client's request head before it is routed: exactly one `Host` on HTTP/1.1
-//! (RFC 9112 §3.2) and one `Content-Length` value (RFC 9110 §8.6), as nginx and HAProxy do.
+//! (RFC 9112 §3.2), one `Content-Length` value (RFC 9110 §8.6), and a `Transfer-Encoding`
+//! that frames the body alone and ends in `chunked` (RFC 9112 §6.1, §6.3), as nginx does.
+//! Every refusal is answered 400 and the connection closed.
 
-use http::header::{CONTENT_LENGTH, HOST};
+use http::header::{CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use http::Version;
 use pingora_http::RequestHeader;
 
@@ -9,8 +11,12 @@ use pingora_http::RequestHeader;
 pub type Refusal = &'static str;
 
 /// Checks `req`, collapsing a repeated `Content-Length` of one value (`5, 5`, or two equal
-/// lines) into one line, so the server sees the framing Pingora used.
-pub fn check(req: &mut RequestHeader) -> Result<(), Refusal> {
+/// lines) into one line, so the server sees the framing Pingora used. `raw_head` is the
+/// head as the client sent it (HTTP/1), for what Pingora removed from `req`.
+pub fn check(req: &mut RequestHeader, raw_head: Option<&[u8]>) -> Result<(), Refusal> {
+    if req.version <= Version::HTTP_11 && req.headers.contains_key(TRANSFER_ENCODING) {
+        transfer_encoding(req, raw_head)?;
+    }
     if req.version <= Version::HTTP_11 {
         let mut hosts = req.headers.get_all(HOST).iter();
         let first = hosts.next();
@@ -32,6 +38,45 @@ pub fn check(req: &mut RequestHeader) -> Result<(), Refusal> {
         let _ = req.insert_header(CONTENT_LENGTH, length.to_string());
     }
     Ok(())
+}
+
+/// A request body framed by `Transfer-Encoding`. Pingora frames it by the last coding
+/// being `chunked` and drops a `Content-Length` beside it (keeping the connection open,
+/// which tether's keep-alive setting undid); but a front end that framed it by the
+/// `Content-Length` would see the rest as part of this body, and tether would serve it as
+/// the next request (CL.TE request smuggling). So, as nginx does, refuse:
+/// - `Transfer-Encoding` with `Content-Length` (RFC 9112 §6.1: the server must close the
+///   connection after such a request in any case);
+/// - codings that do not end in `chunked` (the length cannot be known, §6.3);
+/// - `Transfer-Encoding` in an HTTP/1.0 request (a 1.0 hop cannot have framed it, §6.1).
+fn transfer_encoding(req: &RequestHeader, raw_head: Option<&[u8]>) -> Result<(), Refusal> {
+    if req.version < Version::HTTP_11 {
+        return Err("400 Bad Request: Transfer-Encoding in an HTTP/1.0 request\n");
+    }
+    if req.headers.contains_key(CONTENT_LENGTH) || raw_head.is_some_and(has_content_length) {
+        return Err("400 Bad Request: both Content-Length and Transfer-Encoding\n");
+    }
+    // The last coding of the last field, exactly as Pingora frames by it (`chunked, ` ends
+    // in an empty coding: not chunked).
+    let last = req
+        .headers
+        .get_all(TRANSFER_ENCODING)
+        .iter()
+        .next_back()
+        .and_then(|v| v.as_bytes().rsplit(|&b| b == b',').next())
+        .map(<[u8]>::trim_ascii);
+    match last {
+        Some(c) if c.eq_ignore_ascii_case(b"chunked") => Ok(()),
+        _ => Err("400 Bad Request: a Transfer-Encoding that does not end in chunked\n"),
+    }
+}
+
+/// Does a raw HTTP/1 head carry a `Content-Length` field?
+fn has_content_length(head: &[u8]) -> bool {
+    const NAME: &[u8] = b"content-length:";
+    head.split(|&b| b == b'\n')
+        .skip(1)
+        .any(|line| line.len() >= NAME.len() && line[..NAME.len()].eq_ignore_ascii_case(NAME))
 }
 
 /// The single value every `Content-Length` line and list element agrees on.
@@ -77,12 +122,57 @@ mod tests {
 
     #[test]
     fn host_is_required_once_on_http_1_1() {
-        assert!(check(&mut req(Version::HTTP_11, &[("Host", "a")])).is_ok());
-        assert!(check(&mut req(Version::HTTP_11, &[])).is_err());
-        assert!(check(&mut req(Version::HTTP_11, &[("Host", "a"), ("Host", "b")])).is_err());
+        assert!(check(&mut req(Version::HTTP_11, &[("Host", "a")]), None).is_ok());
+        assert!(check(&mut req(Version::HTTP_11, &[]), None).is_err());
+        assert!(check(
+            &mut req(Version::HTTP_11, &[("Host", "a"), ("Host", "b")]),
+            None
+        )
+        .is_err());
         // HTTP/1.0 may omit it, but not repeat it.
-        assert!(check(&mut req(Version::HTTP_10, &[])).is_ok());
-        assert!(check(&mut req(Version::HTTP_10, &[("Host", "a"), ("Host", "a")])).is_err());
+        assert!(check(&mut req(Version::HTTP_10, &[]), None).is_ok());
+        assert!(check(
+            &mut req(Version::HTTP_10, &[("Host", "a"), ("Host", "a")]),
+            None
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn transfer_encoding_frames_alone_and_ends_in_chunked() {
+        let te = |version, value: &str, raw: &[u8]| {
+            let mut r = req(version, &[("Host", "a"), ("Transfer-Encoding", value)]);
+            check(&mut r, Some(raw))
+        };
+        let plain = b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(te(Version::HTTP_11, "chunked", plain), Ok(()));
+        assert_eq!(te(Version::HTTP_11, "gzip, chunked", plain), Ok(()));
+        assert_eq!(te(Version::HTTP_11, "Chunked", plain), Ok(()));
+        assert_eq!(te(Version::HTTP_11, ", , chunked", plain), Ok(()));
+        for bad in ["gzip", "chunked, gzip", "chunked, ", "identity", ""] {
+            assert!(te(Version::HTTP_11, bad, plain).is_err(), "{bad:?}");
+        }
+        // Pingora removed the Content-Length; the raw head still has it, in any case.
+        for raw in [
+            &b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\ncontent-LENGTH:6\r\nHost: a\r\n\r\n",
+        ] {
+            let e = te(Version::HTTP_11, "chunked", raw).unwrap_err();
+            assert!(e.contains("both Content-Length and Transfer-Encoding"), "{e}");
+        }
+        // A field whose name only starts like it, or a path that holds it, is not one.
+        let near = b"POST /content-length:1 HTTP/1.1\r\nX-Content-Length: 6\r\nHost: a\r\n\r\n";
+        assert_eq!(te(Version::HTTP_11, "chunked", near), Ok(()));
+        let mut both = req(
+            Version::HTTP_11,
+            &[
+                ("Host", "a"),
+                ("Transfer-Encoding", "chunked"),
+                ("Content-Length", "6"),
+            ],
+        );
+        assert!(check(&mut both, None).is_err());
+        assert!(te(Version::HTTP_10, "chunked", plain).is_err());
     }
 
     #[test]
@@ -94,11 +184,11 @@ mod tests {
         ] {
             let mut r = req(Version::HTTP_11, given);
             r.append_header("Host", "a").unwrap();
-            assert_eq!(check(&mut r), Ok(()), "{given:?}");
+            assert_eq!(check(&mut r, None), Ok(()), "{given:?}");
             assert_eq!(lengths(&r), ["5"], "{given:?}");
         }
         let mut single = req(Version::HTTP_11, &[("Host", "a"), ("Content-Length", "7")]);
-        assert_eq!(check(&mut single), Ok(()));
+        assert_eq!(check(&mut single, None), Ok(()));
         assert_eq!(lengths(&single), ["7"]);
         for bad in [
             &[("Content-Length", "5, 6")][..],
@@ -108,7 +198,7 @@ mod tests {
         ] {
             let mut r = req(Version::HTTP_11, bad);
             r.append_header("Host", "a").unwrap();
-            assert!(check(&mut r).is_err(), "{bad:?}");
+            assert!(check(&mut r, None).is_err(), "{bad:?}");
         }
     }
 }
