@@ -46,6 +46,24 @@ pub fn head_read() {
     let _ = HEAD.try_with(|h| h.lift());
 }
 
+/// Caps what the connection's next reads return, in all (`None`: no cap); a no-op on
+/// HTTP/2 (`proxy/body.rs`).
+pub fn cap_reads(total: Option<usize>) {
+    let _ = HEAD.try_with(|h| h.cap(total));
+}
+
+/// How long this request's reads have waited for the client since its head was read;
+/// `None` on HTTP/2 (there, the time since the head is the measure).
+pub fn client_wait() -> Option<Duration> {
+    HEAD.try_with(|h| h.client_wait()).ok()
+}
+
+/// The connection will be reset when it closes, dropping what the kernel still queues for
+/// the client (a client too slow to read); a no-op on HTTP/2.
+pub fn reset_on_close() {
+    let _ = HEAD.try_with(|h| h.reset_on_close());
+}
+
 pub struct Listener {
     proxy: Arc<HttpProxy<TetherProxy>>,
     snapshot: SharedSnapshot,
@@ -212,6 +230,10 @@ impl ServerApp for Listener {
             return None;
         }
         let tls = self.snapshot.load().tls[self.index].clone();
+        let fd = stream
+            .as_any()
+            .downcast_ref::<pingora_core::protocols::l4::stream::Stream>()
+            .map(std::os::fd::AsRawFd::as_raw_fd);
         let first = limits.request_head_timeout;
         let stream =
             match accept::accept(stream, tls.as_deref(), self.h2c, first, &self.name).await? {
@@ -228,6 +250,9 @@ impl ServerApp for Listener {
                 accept::Speaks::Http1(stream) => stream,
             };
         let budget = Arc::new(HeadBudget::default());
+        if let Some(fd) = fd {
+            budget.set_fd(fd);
+        }
         let limited = HeadLimited::new(stream, budget.clone());
         // The first head: from the connection's start.
         let first = (limits.request_head_timeout, limits.max_request_head);

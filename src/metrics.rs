@@ -223,7 +223,8 @@ static CLIENT_CLOSED: Lazy<IntCounterVec> = Lazy::new(|| {
     register_int_counter_vec!(
         "tether_client_closed_total",
         "Client connections or requests tether cut short, by listener and reason \
-         (max_connections, request_head_timeout, request_head_too_large, request_body_timeout).",
+         (max_connections, request_head_timeout, request_head_too_large, request_body_timeout, \
+         send_timeout).",
         &["listener", "reason"]
     )
     .expect("register tether_client_closed_total")

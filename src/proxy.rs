@@ -9,6 +9,7 @@ mod ctx;
 mod forwarded;
 pub(crate) mod headroom;
 mod hooks;
+mod min_rate;
 mod plugins;
 mod record;
 mod request;
@@ -175,14 +176,67 @@ impl TetherProxy {
             }
             d => {
                 ctx.first = Some(d);
-                if !body::buffer(session, &ctx.limits).await? {
-                    crate::metrics::client_closed(&self.name, "request_body_timeout");
-                    respond::plain(session, 408, respond::error_body(408), Conn::Close).await?;
-                    return Ok(true);
+                match body::buffer(session, &ctx.limits, ctx.start).await? {
+                    body::Buffered::Ready => Ok(false),
+                    body::Buffered::TooSlow => {
+                        crate::metrics::client_closed(&self.name, "request_body_timeout");
+                        respond::plain(session, 408, respond::error_body(408), Conn::Close).await?;
+                        Ok(true)
+                    }
+                    body::Buffered::Overflow => {
+                        warn!(
+                            "listener {}: more than 64 KiB of a request body came with its head; refused (413); a max_request_head of 32 KiB or less prevents it",
+                            self.name
+                        );
+                        respond::plain(session, 413, respond::error_body(413), Conn::Close).await?;
+                        Ok(true)
+                    }
                 }
-                Ok(false)
             }
         }
+    }
+
+    /// A part of the body was read while it streams to the server: it must keep to the
+    /// listener's minimum rate. The next read may wait until the body would fall behind
+    /// (each at most `request_body_timeout`); a body already behind is answered 408 and the
+    /// server's request abandoned.
+    pub fn body_arrived(
+        &self,
+        session: &mut Session,
+        end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        // An upgraded connection's bytes (WebSocket) are no body: they may rest.
+        if end_of_stream || session.was_upgraded() {
+            session.set_read_timeout(Some(ctx.limits.request_body_timeout));
+            return Ok(());
+        }
+        let read = session.as_downstream().body_bytes_read() as u64;
+        let waited = crate::listener::client_wait().unwrap_or_else(|| ctx.start.elapsed());
+        match min_rate::body_time_left(&ctx.limits, waited, read) {
+            Some(wait) => {
+                session.set_read_timeout(Some(wait));
+                Ok(())
+            }
+            None => {
+                crate::metrics::client_closed(&self.name, "request_body_timeout");
+                Err(Error::explain(
+                    ErrorType::HTTPStatus(408),
+                    "request body slower than request_body_min_rate",
+                ))
+            }
+        }
+    }
+
+    /// A response body chunk of `len` bytes is about to be written to the client: the
+    /// write gets what the listener's minimum rate allows for its size.
+    pub fn sending(&self, session: &mut Session, len: usize, ctx: &RequestCtx) {
+        let timeout = if session.was_upgraded() {
+            ctx.limits.send_timeout
+        } else {
+            min_rate::write_timeout(&ctx.limits, len)
+        };
+        session.set_write_timeout(Some(timeout));
     }
 
     pub async fn peer(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
@@ -360,6 +414,14 @@ impl TetherProxy {
         ctx: &mut RequestCtx,
     ) -> FailToProxy {
         let code = respond::error_status(e);
+        if e.esource() == &pingora_error::ErrorSource::Downstream
+            && matches!(e.etype(), ErrorType::WriteTimedout)
+        {
+            // A client too slow to read: close with a reset, or the kernel keeps sending it
+            // the megabytes it queued (at its pace) before the close is seen.
+            crate::metrics::client_closed(&self.name, "send_timeout");
+            crate::listener::reset_on_close();
+        }
         // Only an interim (1xx) answer may have gone out; then a final one still can.
         let final_written = session
             .response_written()

@@ -276,15 +276,32 @@ pub struct ListenerLimits {
     pub keepalive_timeout: Duration,
     /// Most open client connections; more are closed at once. Default 10000.
     pub max_connections: usize,
-    /// Request bodies with a `Content-Length` up to this many bytes are read whole before
-    /// a server is connected (nginx `proxy_request_buffering`); larger ones stream. 0 turns
-    /// it off. Default and most 64 KiB (Pingora's retry buffer).
+    /// Request bodies up to this many bytes are read whole before a server is connected
+    /// (nginx `proxy_request_buffering`); of larger and chunked ones, this many bytes are
+    /// (at most 60 KiB on HTTP/1, 48 KiB on HTTP/2), and the rest streams. 0 turns it off.
+    /// Default and most 64 KiB (Pingora's retry buffer).
     pub request_buffer: usize,
     /// Deadline for reading a buffered body (408 when it passes), and for each read of a
     /// streamed one. Default 30s.
     pub request_body_timeout: Duration,
     /// Deadline for each write to the client (a slow reader is closed). Default 60s.
     pub send_timeout: Duration,
+    /// A request body must arrive at this many bytes a second or more, on average, after
+    /// `request_body_grace` (Apache `mod_reqtimeout` MinRate; Kestrel
+    /// `MinRequestBodyDataRate`): else 408 and the upstream request is abandoned. Default
+    /// 500; 0 turns it off.
+    pub request_body_min_rate: u32,
+    /// How long a body may wait for its client before `request_body_min_rate` applies:
+    /// once reads waited `t` for the client, `(t - grace) * rate` bytes must have arrived.
+    /// Default 10s.
+    pub request_body_grace: Duration,
+    /// A client must read a response at this many bytes a second or more: each write of
+    /// `n` bytes gets `max(send_grace, n / rate)`, at most `send_timeout` (Kestrel
+    /// `MinResponseDataRate`). A write that does not finish closes the connection with a
+    /// reset. Default 240; 0: `send_timeout` alone.
+    pub send_min_rate: u32,
+    /// The shortest time a write gets under `send_min_rate`. Default 5s.
+    pub send_grace: Duration,
 }
 
 /// The largest `request_buffer` (Pingora keeps at most this much of a body for a retry).
@@ -300,6 +317,10 @@ impl Default for ListenerLimits {
             request_buffer: MAX_REQUEST_BUFFER,
             request_body_timeout: Duration::from_secs(30),
             send_timeout: Duration::from_secs(60),
+            request_body_min_rate: 500,
+            request_body_grace: Duration::from_secs(10),
+            send_min_rate: 240,
+            send_grace: Duration::from_secs(5),
         }
     }
 }

@@ -184,6 +184,12 @@ pub struct RawLimits {
     pub request_body_timeout: Option<String>,
     #[serde(default, deserialize_with = "duration_text")]
     pub send_timeout: Option<String>,
+    pub request_body_min_rate: Option<u32>,
+    #[serde(default, deserialize_with = "duration_text")]
+    pub request_body_grace: Option<String>,
+    pub send_min_rate: Option<u32>,
+    #[serde(default, deserialize_with = "duration_text")]
+    pub send_grace: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -401,6 +401,28 @@ fn limits(raw: super::raw::RawLimits, path: &str, check: &mut Check) -> Listener
             d.send_timeout,
             secs(1)..=HOUR,
         ),
+        request_body_min_rate: check.count(
+            p("request_body_min_rate"),
+            raw.request_body_min_rate.unwrap_or(d.request_body_min_rate),
+            0..=1_000_000_000,
+        ),
+        request_body_grace: check.duration(
+            p("request_body_grace"),
+            raw.request_body_grace.as_deref(),
+            d.request_body_grace,
+            secs(1)..=HOUR,
+        ),
+        send_min_rate: check.count(
+            p("send_min_rate"),
+            raw.send_min_rate.unwrap_or(d.send_min_rate),
+            0..=1_000_000_000,
+        ),
+        send_grace: check.duration(
+            p("send_grace"),
+            raw.send_grace.as_deref(),
+            d.send_grace,
+            secs(1)..=HOUR,
+        ),
     }
 }
 

@@ -130,6 +130,7 @@ async fn relay(
             }
             HttpTask::Body(data, end) => {
                 if let Some(data) = data {
+                    t.sending(session, data.len(), ctx);
                     session
                         .as_downstream_mut()
                         .write_response_body(data, false)

@@ -7,6 +7,11 @@
 //! The budget is set before each request and lifted when the head is read (the body is
 //! not a head). Everything else (writes, digests, peer addresses) goes to the stream.
 //!
+//! While a body is read before a server is connected (`proxy/body.rs`), the reads can be
+//! capped in total ([`HeadBudget::cap`]), so that Pingora's 64 KiB retry buffer, which
+//! keeps that part of the body, never overflows. And the connection's socket can be told
+//! to close with a reset ([`HeadBudget::reset_on_close`]).
+//!
 //! For the lean HTTP/1 path, the stream can also keep a copy of what a head's reads
 //! returned ([`HeadLimited::recording`]), so that a request the lean path does not take is
 //! handed to Pingora's proxy as if it had not been read yet.
@@ -20,7 +25,7 @@ use pingora_core::protocols::{
 };
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -40,6 +45,14 @@ pub struct HeadBudget {
     exceeded: std::sync::atomic::AtomicBool,
     /// Counts heads (`start` calls): a recording stream starts afresh with each.
     head: AtomicU64,
+    /// Bytes the next reads may return in all, once the head is read; 0: no cap.
+    cap: AtomicUsize,
+    /// Since when (`now_ms() + 1`) a read has been waiting for the client; 0: none is.
+    pending_since: AtomicU64,
+    /// Milliseconds reads have waited for the client since the head was read.
+    waited_ms: AtomicU64,
+    /// The client's TCP socket (0: unknown).
+    fd: AtomicI32,
 }
 
 impl HeadBudget {
@@ -49,9 +62,41 @@ impl HeadBudget {
         self.head.fetch_add(1, Relaxed);
     }
 
-    /// The head was read: the body is read without this limit.
+    /// The head was read: the body is read without this limit, and the time reads wait for
+    /// the client is counted from now.
     pub fn lift(&self) {
         self.left.store(UNLIMITED, Relaxed);
+        self.pending_since.store(0, Relaxed);
+        self.waited_ms.store(0, Relaxed);
+    }
+
+    /// A read returned: `pending` when it waits for the client. Only the time from a read's
+    /// first wait to its data counts; a read that finds data at once waited for nothing (a
+    /// server that is slow to take the body stops tether's reads, not the client's sends).
+    fn timed(&self, pending: bool) {
+        let since = self.pending_since.load(Relaxed);
+        if pending {
+            if since == 0 {
+                self.pending_since
+                    .store(crate::routing::now_ms() + 1, Relaxed);
+            }
+        } else if since != 0 {
+            let waited = (crate::routing::now_ms() + 1).saturating_sub(since);
+            self.waited_ms.fetch_add(waited, Relaxed);
+            self.pending_since.store(0, Relaxed);
+        }
+    }
+
+    /// How long reads have waited for the client since the head was read (a read waiting
+    /// now included).
+    pub fn client_wait(&self) -> std::time::Duration {
+        let since = self.pending_since.load(Relaxed);
+        let now = if since == 0 {
+            0
+        } else {
+            (crate::routing::now_ms() + 1).saturating_sub(since)
+        };
+        std::time::Duration::from_millis(self.waited_ms.load(Relaxed) + now)
     }
 
     pub fn is_lifted(&self) -> bool {
@@ -61,6 +106,42 @@ impl HeadBudget {
     /// Did a head run over the limit (once; resets the flag)?
     pub fn take_exceeded(&self) -> bool {
         self.exceeded.swap(false, Relaxed)
+    }
+
+    /// The next reads return `total` bytes in all at most (`None`: no cap). A read never
+    /// returns 0 bytes for the cap: at least one byte is let through.
+    pub fn cap(&self, total: Option<usize>) {
+        self.cap.store(total.unwrap_or(0), Relaxed);
+    }
+
+    /// The client's socket, for [`Self::reset_on_close`].
+    pub fn set_fd(&self, fd: i32) {
+        self.fd.store(fd, Relaxed);
+    }
+
+    /// When the connection closes, it is reset (`SO_LINGER` 0): what the kernel still holds
+    /// for a client that stopped reading is dropped at once, instead of the socket lingering
+    /// with megabytes queued behind its FIN (nginx `reset_timedout_connection`).
+    pub fn reset_on_close(&self) {
+        let fd = self.fd.load(Relaxed);
+        if fd <= 0 {
+            return;
+        }
+        let linger = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: `fd` is this connection's socket, open while its task runs (the task is
+        // what calls this); the option value is a valid `linger` of the size given.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                (&linger as *const libc::linger).cast(),
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            );
+        }
     }
 }
 
@@ -107,9 +188,36 @@ impl AsyncRead for HeadLimited {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        let poll = self.as_mut().read_bounded(cx, buf);
+        self.budget.timed(poll.is_pending());
+        poll
+    }
+}
+
+impl HeadLimited {
+    /// A read within the head budget, or within the body cap.
+    fn read_bounded(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let left = self.budget.left.load(Relaxed);
         if left == UNLIMITED {
-            return Pin::new(&mut *self.inner).poll_read(cx, buf);
+            let cap = self.budget.cap.load(Relaxed);
+            if cap == 0 {
+                return Pin::new(&mut *self.inner).poll_read(cx, buf);
+            }
+            let mut limited = buf.take(cap.max(1));
+            let poll = Pin::new(&mut *self.inner).poll_read(cx, &mut limited);
+            let n = limited.filled().len();
+            if n > 0 {
+                // SAFETY: `limited` wrote `n` initialised bytes into `buf`'s unfilled part.
+                unsafe { buf.assume_init(n) };
+                buf.advance(n);
+                // At least one byte stays allowed (0 would mean "no cap").
+                self.budget.cap.store(cap.saturating_sub(n).max(1), Relaxed);
+            }
+            return poll;
         }
         if left == 0 {
             // Over the limit: answer 431 (the socket's buffer takes these few bytes at

@@ -127,6 +127,29 @@ impl ProxyHttp for TetherProxy {
         true
     }
 
+    async fn request_body_filter(
+        &self,
+        session: &mut Session,
+        _body: &mut Option<bytes::Bytes>,
+        end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        self.body_arrived(session, end_of_stream, ctx)
+    }
+
+    fn response_body_filter(
+        &self,
+        session: &mut Session,
+        body: &mut Option<bytes::Bytes>,
+        _end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<Option<std::time::Duration>> {
+        if let Some(body) = body {
+            self.sending(session, body.len(), ctx);
+        }
+        Ok(None)
+    }
+
     async fn fail_to_proxy(
         &self,
         session: &mut Session,

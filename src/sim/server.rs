@@ -67,6 +67,8 @@ struct Inner {
     handler: Arc<dyn Handler>,
     requests: AtomicU64,
     connections: AtomicU64,
+    /// Connections open now.
+    open: AtomicU64,
     last_headers: Mutex<Vec<(String, Vec<u8>)>>,
     running: Mutex<Option<Running>>,
 }
@@ -87,6 +89,7 @@ impl SimServer {
             handler,
             requests: AtomicU64::new(0),
             connections: AtomicU64::new(0),
+            open: AtomicU64::new(0),
             last_headers: Mutex::default(),
             running: Mutex::new(None),
         });
@@ -130,6 +133,11 @@ impl SimServer {
     /// Total TCP connections accepted.
     pub(crate) fn connections(&self) -> u64 {
         self.inner.connections.load(Ordering::SeqCst)
+    }
+
+    /// TCP connections open now (each one holds a thread on a real Tomcat).
+    pub(crate) fn open_connections(&self) -> u64 {
+        self.inner.open.load(Ordering::SeqCst)
     }
 
     /// Headers of the most recent request (all paths except /health), names lower-cased.
@@ -180,7 +188,18 @@ async fn accept_loop(inner: Arc<Inner>, listener: TcpListener, mut stopped: watc
     conns.shutdown().await;
 }
 
+/// Counts a connection open while it lives.
+struct Open(Arc<Inner>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 async fn serve_connection(inner: Arc<Inner>, stream: TcpStream) {
+    inner.open.fetch_add(1, Ordering::SeqCst);
+    let _open = Open(inner.clone());
     let _ = stream.set_nodelay(true);
     let (reader, mut writer) = stream.into_split();
     let mut reader = BufReader::new(reader);

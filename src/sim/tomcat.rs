@@ -90,6 +90,11 @@ impl TomcatSim {
         lock(&self.app.sessions).len()
     }
 
+    /// TCP connections open now (each one would hold a Tomcat thread).
+    pub fn open_connections(&self) -> u64 {
+        self.server.open_connections()
+    }
+
     /// Headers of the most recent request (all paths except /health), names lower-cased.
     pub fn last_request_headers(&self) -> Vec<(String, Vec<u8>)> {
         self.server.last_request_headers()
@@ -103,6 +108,11 @@ impl Handler for Tomcat {
             let mut resp = SimResponse::ok(format!("server={} status={status}\n", self.name));
             resp.status = status;
             return resp.header("X-Server", &self.name);
+        }
+        // `/bytes/N`: a body of N bytes (at most 64 MiB), for large responses.
+        if let Some(n) = req.path.strip_prefix("/bytes/") {
+            let n = n.parse::<usize>().unwrap_or(0).min(64 << 20);
+            return SimResponse::ok(vec![b'x'; n]).header("X-Server", &self.name);
         }
         let (id, count) = self.touch_session(&requested_ids(&req.path, &req.headers));
         let mut resp =

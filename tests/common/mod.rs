@@ -9,7 +9,7 @@ pub mod prometheus;
 pub mod real_tomcat;
 pub mod redis;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -98,13 +98,20 @@ impl Default for ReservedPort {
     }
 }
 
-/// A port that was free a moment ago (tether binds it itself).
+/// A port for a server a test starts (tether, Tomcat, openssl): reserved until the test
+/// binary exits ([`ReservedPort`]: bound with `SO_REUSEADDR`, never listening), so the
+/// server binds it beside the reservation (all of them set `SO_REUSEADDR`), and no other
+/// test's `bind(0)` or `connect()` can take it in between. A port picked and let go was
+/// taken by another test's simulated server in CI: tether could not bind it, and the test
+/// talked to the other server until it stopped.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static HELD: std::sync::Mutex<Vec<ReservedPort>> = std::sync::Mutex::new(Vec::new());
+    let reserved = ReservedPort::new();
+    let port = reserved.port;
+    HELD.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(reserved);
+    port
 }
 
 pub fn tether_bin() -> &'static str {
