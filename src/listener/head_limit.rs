@@ -188,8 +188,12 @@ impl AsyncRead for HeadLimited {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        // Only a body's reads are timed (the head has its own deadline).
+        let body = self.budget.is_lifted();
         let poll = self.as_mut().read_bounded(cx, buf);
-        self.budget.timed(poll.is_pending());
+        if body {
+            self.budget.timed(poll.is_pending());
+        }
         poll
     }
 }
