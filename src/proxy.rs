@@ -5,6 +5,7 @@
 //! servers already tried; `fail_to_connect` marks the server down and allows the retry.
 
 mod body;
+mod client;
 mod ctx;
 mod forwarded;
 pub(crate) mod headroom;
@@ -113,6 +114,15 @@ impl TetherProxy {
         let snapshot = self.snapshot.load_full();
         let default = snapshot.listeners[self.listener];
         self.versions.count(session.req_header().version);
+        let peer = session
+            .client_addr()
+            .and_then(|a| a.as_inet())
+            .map(|a| a.ip());
+        ctx.client = client::client_of(
+            peer,
+            session.req_header(),
+            &snapshot.trusted_proxies[self.listener],
+        );
         if let Some(redirect) = snapshot.redirects[self.listener] {
             ctx.metrics = default.map(|d| snapshot.metrics[d].clone());
             respond::to_https(session, redirect).await?;
@@ -339,7 +349,7 @@ impl TetherProxy {
                 router,
                 upstream_request,
                 ctx.outcome,
-                client,
+                ctx.client.or(client.map(|a| a.ip())),
                 local,
                 tls.as_ref(),
                 http2,

@@ -21,6 +21,8 @@ pub struct Snapshot {
     pub routes: Box<[Arc<ListenerRoutes>]>,
     /// Does each listener set `X-Forwarded-*` on upstream requests?
     pub forwarded: Box<[bool]>,
+    /// Per listener: the proxies whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: Box<[Box<[ipnet::IpNet]>]>,
     /// Each listener's limits on what one client may hold or send.
     pub limits: Box<[crate::config::ListenerLimits]>,
     /// Each listener's TLS acceptor (None: plain), set by whoever builds the snapshot
@@ -127,6 +129,11 @@ impl Snapshot {
                 .listeners
                 .iter()
                 .map(|l| l.forwarded_headers)
+                .collect(),
+            trusted_proxies: config
+                .listeners
+                .iter()
+                .map(|l| l.trusted_proxies.clone().into_boxed_slice())
                 .collect(),
             limits: config.listeners.iter().map(|l| l.limits).collect(),
             tls: config.listeners.iter().map(|_| None).collect(),

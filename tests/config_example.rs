@@ -47,6 +47,7 @@ fn the_example_config_parses_to_what_it_documents() {
             cluster: Some(0),
             routes: vec![],
             forwarded_headers: true,
+            trusted_proxies: Vec::new(),
             plugins: vec![],
             limits: ListenerLimits::default(),
             tls: None,

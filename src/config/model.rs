@@ -137,6 +137,11 @@ pub struct Listener {
     pub routes: Vec<Route>,
     /// Set `X-Forwarded-For`, `-Proto` and `-Host` on requests to the servers.
     pub forwarded_headers: bool,
+    /// Proxies in front of this listener (a CDN, a load balancer) whose `X-Forwarded-For`
+    /// is believed: the client is the right-most address in it that is not one of them
+    /// (nginx `set_real_ip_from` with `real_ip_recursive on`). Empty (the default): the
+    /// client is the connection's peer.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// Routing plugins, in order; they may send a request to another cluster.
     pub plugins: Vec<PluginSpec>,
     /// What one client may hold or send (`limits:`).

@@ -71,6 +71,8 @@ pub struct RawListener {
     pub cluster: Option<String>,
     pub forwarded_headers: Option<bool>,
     #[serde(default)]
+    pub trusted_proxies: Vec<String>,
+    #[serde(default)]
     pub plugins: Vec<Value>,
     pub limits: Option<RawLimits>,
     pub tls: Option<RawListenerTls>,

@@ -207,6 +207,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             cluster,
             routes,
             forwarded_headers: l.forwarded_headers.unwrap_or(true),
+            trusted_proxies: trusted_proxies(&l.trusted_proxies, &path, &mut check),
             plugins: Vec::new(),
             limits: limits(l.limits.clone().unwrap_or_default(), &path, &mut check),
             h2c: l.h2c.unwrap_or(false),
@@ -354,6 +355,25 @@ fn http1_path(raw: Option<&str>, path: &str, check: &mut Check) -> Http1Path {
             Http1Path::Proxy
         }
     }
+}
+
+/// `trusted_proxies`: CIDRs (`10.0.0.0/8`, `2001:db8::/32`) or single addresses.
+fn trusted_proxies(raw: &[String], path: &str, check: &mut Check) -> Vec<ipnet::IpNet> {
+    let mut out = Vec::new();
+    for (i, text) in raw.iter().enumerate() {
+        let text = text.trim();
+        let parsed = text
+            .parse::<ipnet::IpNet>()
+            .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from));
+        match parsed {
+            Ok(net) => out.push(net.trunc()),
+            Err(_) => check.err(
+                format!("{path}.trusted_proxies[{i}]"),
+                format!("`{text}` is not an address or CIDR (10.0.0.0/8, 2001:db8::/32)"),
+            ),
+        }
+    }
+    out
 }
 
 /// A listener's `limits:`, each bounded.

@@ -45,6 +45,8 @@ pub struct RequestCtx {
     pub ssl_headers: Option<Arc<crate::config::SslHeaders>>,
     /// The host/path route the request matched, by name.
     pub route: Option<Arc<str>>,
+    /// The client: the peer, or the address its trusted proxies name (`client.rs`).
+    pub client: Option<std::net::IpAddr>,
 }
 
 impl Default for RequestCtx {
@@ -68,6 +70,7 @@ impl RequestCtx {
         RequestCtx {
             start: Instant::now(),
             connect_start: None,
+            client: None,
             router: None,
             metrics: None,
             first: None,

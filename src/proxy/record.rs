@@ -17,10 +17,12 @@ pub(super) fn of(
     let req = session.req_header();
     Record {
         time: std::time::SystemTime::now(),
-        client: session
-            .client_addr()
-            .and_then(|a| a.as_inet())
-            .map(|a| a.ip()),
+        client: ctx.client.or_else(|| {
+            session
+                .client_addr()
+                .and_then(|a| a.as_inet())
+                .map(|a| a.ip())
+        }),
         method: req.method.clone(),
         uri: req.uri.clone(),
         status,

@@ -51,7 +51,7 @@ pub fn tag_request(
     router: &ClusterRouter,
     req: &mut RequestHeader,
     outcome: Option<Outcome>,
-    client: Option<SocketAddr>,
+    client: Option<std::net::IpAddr>,
     local: Option<SocketAddr>,
     tls: Option<&super::secure::Secure>,
     http2: bool,
@@ -68,7 +68,7 @@ pub fn tag_request(
     }
     let mut buf = [0u8; 48];
     if let Some(client) = client {
-        let ip = HeaderValue::from_bytes(write_on_stack(&mut buf, client.ip()));
+        let ip = HeaderValue::from_bytes(write_on_stack(&mut buf, client));
         if let Ok(ip) = ip {
             let _ = req.insert_header(WSRA, ip.clone());
             // The plug-in puts the client's host name here; tether does no reverse DNS.
