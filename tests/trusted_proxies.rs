@@ -58,8 +58,9 @@ fn logged_client(t: &Tether, path: &str) -> String {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_client_behind_trusted_proxies_is_named_and_strangers_cannot_claim_one() {
+/// A WebSphere clone that is told the client (`private_headers`), behind tether with the
+/// listener fields `listener` and an access log.
+async fn start(listener: &str) -> (WasCluster, WebSphereSim, Tether) {
     let cluster = WasCluster::new();
     let sim = WebSphereSim::start(&cluster, "was1", "c1", &["101"])
         .await
@@ -69,10 +70,16 @@ async fn the_client_behind_trusted_proxies_is_named_and_strangers_cannot_claim_o
             "    session_style: websphere\n    websphere: {{ private_headers: true }}\n    servers:\n      - {{ name: was1, address: \"{}\", clone_id: c1 }}\n",
             sim.addr()
         ),
-        listener_extra: "    trusted_proxies: [\"127.0.0.2\", \"10.0.0.0/8\"]\n".into(),
+        listener_extra: listener.to_string(),
         access_log: true,
         ..Opts::default()
     });
+    (cluster, sim, t)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_behind_trusted_proxies_is_named_and_strangers_cannot_claim_one() {
+    let (_cluster, sim, t) = start("    trusted_proxies: [\"127.0.0.2\", \"10.0.0.0/8\"]\n").await;
     // Through the trusted proxy, past an inner hop it trusts too.
     assert_eq!(
         get_from(&t, "127.0.0.2", "/a", &["198.51.100.1, 10.1.1.1"]).await,
@@ -107,18 +114,7 @@ async fn the_client_behind_trusted_proxies_is_named_and_strangers_cannot_claim_o
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_trusted_proxies_nothing_changes_and_bad_entries_are_named() {
-    let cluster = WasCluster::new();
-    let sim = WebSphereSim::start(&cluster, "was1", "c1", &["101"])
-        .await
-        .unwrap();
-    let t = Tether::start_with(Opts {
-        cluster: format!(
-            "    session_style: websphere\n    websphere: {{ private_headers: true }}\n    servers:\n      - {{ name: was1, address: \"{}\", clone_id: c1 }}\n",
-            sim.addr()
-        ),
-        access_log: true,
-        ..Opts::default()
-    });
+    let (_cluster, sim, t) = start("").await;
     assert_eq!(
         get_from(&t, "127.0.0.2", "/a", &["198.51.100.1"]).await,
         200
