@@ -14,6 +14,7 @@
 
 mod accept;
 mod head_limit;
+mod proxy_protocol;
 
 use head_limit::HeadBudget;
 pub use head_limit::HeadLimited;
@@ -133,6 +134,27 @@ impl Listener {
         served
     }
 
+    /// The PROXY protocol header of a new connection: the stream with its peer address
+    /// set to the client's, or `None` (closed, counted) when it is refused.
+    async fn proxy_protocol(
+        &self,
+        stream: Stream,
+        from: &[ipnet::IpNet],
+        deadline: Duration,
+    ) -> Option<Stream> {
+        let l4 = stream
+            .into_any()
+            .downcast::<pingora_core::protocols::l4::stream::Stream>()
+            .ok()?;
+        match proxy_protocol::read(*l4, from, deadline).await {
+            Ok(l4) => Some(Box::new(l4)),
+            Err(reason) => {
+                metrics::client_closed(&self.name, reason);
+                None
+            }
+        }
+    }
+
     /// The next head's deadline (it may wait for the keep-alive timeout before its first
     /// byte) and size.
     fn next_head(&self) -> (Duration, usize) {
@@ -235,6 +257,11 @@ impl ServerApp for Listener {
             .downcast_ref::<pingora_core::protocols::l4::stream::Stream>()
             .map(std::os::fd::AsRawFd::as_raw_fd);
         let first = limits.request_head_timeout;
+        let from = self.snapshot.load().proxy_protocol[self.index].clone();
+        let stream = match from {
+            Some(from) => self.proxy_protocol(stream, &from, first).await?,
+            None => stream,
+        };
         let stream =
             match accept::accept(stream, tls.as_deref(), self.h2c, first, &self.name).await? {
                 // HTTP/2 streams are Pingora's (its h2 settings bound them); the connection

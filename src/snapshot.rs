@@ -23,6 +23,8 @@ pub struct Snapshot {
     pub forwarded: Box<[bool]>,
     /// Per listener: the proxies whose `X-Forwarded-For` names the client.
     pub trusted_proxies: Box<[Box<[ipnet::IpNet]>]>,
+    /// Per listener: the balancers that send a PROXY protocol header, when it is on.
+    pub proxy_protocol: Box<[Option<Box<[ipnet::IpNet]>>]>,
     /// Each listener's limits on what one client may hold or send.
     pub limits: Box<[crate::config::ListenerLimits]>,
     /// Each listener's TLS acceptor (None: plain), set by whoever builds the snapshot
@@ -134,6 +136,11 @@ impl Snapshot {
                 .listeners
                 .iter()
                 .map(|l| l.trusted_proxies.clone().into_boxed_slice())
+                .collect(),
+            proxy_protocol: config
+                .listeners
+                .iter()
+                .map(|l| l.proxy_protocol.clone().map(Vec::into_boxed_slice))
                 .collect(),
             limits: config.listeners.iter().map(|l| l.limits).collect(),
             tls: config.listeners.iter().map(|_| None).collect(),

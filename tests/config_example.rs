@@ -48,6 +48,7 @@ fn the_example_config_parses_to_what_it_documents() {
             routes: vec![],
             forwarded_headers: true,
             trusted_proxies: Vec::new(),
+            proxy_protocol: None,
             plugins: vec![],
             limits: ListenerLimits::default(),
             tls: None,

@@ -142,6 +142,10 @@ pub struct Listener {
     /// (nginx `set_real_ip_from` with `real_ip_recursive on`). Empty (the default): the
     /// client is the connection's peer.
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// Connections start with a PROXY protocol header (v1 or v2) from these balancers
+    /// (`proxy_protocol.from`); its address is the client's. `None` (the default): no
+    /// header is read.
+    pub proxy_protocol: Option<Vec<ipnet::IpNet>>,
     /// Routing plugins, in order; they may send a request to another cluster.
     pub plugins: Vec<PluginSpec>,
     /// What one client may hold or send (`limits:`).

@@ -72,6 +72,7 @@ pub struct RawListener {
     pub forwarded_headers: Option<bool>,
     #[serde(default)]
     pub trusted_proxies: Vec<String>,
+    pub proxy_protocol: Option<RawProxyProtocol>,
     #[serde(default)]
     pub plugins: Vec<Value>,
     pub limits: Option<RawLimits>,
@@ -169,6 +170,13 @@ pub struct RawSslHeaders {
     pub cipher: Option<String>,
     pub session_id: Option<String>,
     pub key_size: Option<String>,
+}
+
+/// `listeners[].proxy_protocol`.
+#[derive(Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawProxyProtocol {
+    pub from: Vec<String>,
 }
 
 /// `listeners[].limits`.

@@ -207,7 +207,21 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             cluster,
             routes,
             forwarded_headers: l.forwarded_headers.unwrap_or(true),
-            trusted_proxies: trusted_proxies(&l.trusted_proxies, &path, &mut check),
+            trusted_proxies: cidrs(
+                &l.trusted_proxies,
+                &format!("{path}.trusted_proxies"),
+                &mut check,
+            ),
+            proxy_protocol: l.proxy_protocol.as_ref().map(|p| {
+                let field = format!("{path}.proxy_protocol.from");
+                if p.from.is_empty() {
+                    check.err(
+                        &field,
+                        "name the balancers that send it (CIDRs or addresses)",
+                    );
+                }
+                cidrs(&p.from, &field, &mut check)
+            }),
             plugins: Vec::new(),
             limits: limits(l.limits.clone().unwrap_or_default(), &path, &mut check),
             h2c: l.h2c.unwrap_or(false),
@@ -357,8 +371,8 @@ fn http1_path(raw: Option<&str>, path: &str, check: &mut Check) -> Http1Path {
     }
 }
 
-/// `trusted_proxies`: CIDRs (`10.0.0.0/8`, `2001:db8::/32`) or single addresses.
-fn trusted_proxies(raw: &[String], path: &str, check: &mut Check) -> Vec<ipnet::IpNet> {
+/// A list of CIDRs (`10.0.0.0/8`, `2001:db8::/32`) or single addresses at `path`.
+fn cidrs(raw: &[String], path: &str, check: &mut Check) -> Vec<ipnet::IpNet> {
     let mut out = Vec::new();
     for (i, text) in raw.iter().enumerate() {
         let text = text.trim();
@@ -368,7 +382,7 @@ fn trusted_proxies(raw: &[String], path: &str, check: &mut Check) -> Vec<ipnet::
         match parsed {
             Ok(net) => out.push(net.trunc()),
             Err(_) => check.err(
-                format!("{path}.trusted_proxies[{i}]"),
+                format!("{path}[{i}]"),
                 format!("`{text}` is not an address or CIDR (10.0.0.0/8, 2001:db8::/32)"),
             ),
         }

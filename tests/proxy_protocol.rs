@@ -1,0 +1,189 @@
+//! The PROXY protocol (issue 23, item 1) from real senders: HAProxy in TCP mode with
+//! `send-proxy` (v1) and `send-proxy-v2`, and nginx's `stream` module with
+//! `proxy_protocol on`, in front of tether. The server behind tether and
+//! the access log see the real client (a distinct loopback address); a connection without
+//! the header, or from a peer not in `from`, is closed and counted.
+
+mod common;
+
+use common::{free_port, scrape, server_line, tomcats, Opts, Tether};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A sender (HAProxy or nginx), stopped by its pid when the test ends.
+struct Haproxy(Child);
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// HAProxy with two TCP frontends to `tether`: one sending PROXY v1, one v2.
+fn haproxy(dir: &std::path::Path, tether: SocketAddr) -> (Haproxy, SocketAddr, SocketAddr) {
+    let v1 = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let v2 = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let cfg = format!(
+        "global\n  maxconn 200\ndefaults\n  mode tcp\n  timeout connect 2s\n  timeout client 10s\n  timeout server 10s\n\
+         frontend v1\n  bind {v1}\n  default_backend to_v1\n\
+         backend to_v1\n  server t {tether} send-proxy\n\
+         frontend v2\n  bind {v2}\n  default_backend to_v2\n\
+         backend to_v2\n  server t {tether} send-proxy-v2\n"
+    );
+    let file = dir.join("haproxy.cfg");
+    std::fs::write(&file, cfg).unwrap();
+    let child = Command::new("haproxy")
+        .arg("-db")
+        .arg("-f")
+        .arg(&file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("haproxy (apt-get install haproxy; ./run test installs it)");
+    let h = Haproxy(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(v1).is_err() || std::net::TcpStream::connect(v2).is_err() {
+        assert!(Instant::now() < deadline, "haproxy did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (h, v1, v2)
+}
+
+/// nginx's `stream` module in front of `tether` with `proxy_protocol on` (v1).
+fn nginx(dir: &std::path::Path, tether: SocketAddr) -> (Haproxy, SocketAddr) {
+    let front = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let d = dir.display();
+    let cfg = format!(
+        "load_module /usr/lib/nginx/modules/ngx_stream_module.so;
+         daemon off;
+master_process off;
+pid {d}/nginx.pid;
+error_log {d}/nginx.err;
+         events {{}}
+         stream {{ server {{ listen {front}; proxy_pass {tether}; proxy_protocol on; }} }}
+"
+    );
+    let file = dir.join("nginx.conf");
+    std::fs::write(&file, cfg).unwrap();
+    let nginx = if std::path::Path::new("/usr/sbin/nginx").exists() {
+        "/usr/sbin/nginx"
+    } else {
+        "nginx"
+    };
+    let child = Command::new(nginx)
+        .arg("-e")
+        .arg(dir.join("nginx.err"))
+        .arg("-p")
+        .arg(dir)
+        .arg("-c")
+        .arg(&file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nginx (./run test installs nginx and libnginx-mod-stream)");
+    let n = Haproxy(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(front).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "nginx did not start: {}",
+            std::fs::read_to_string(dir.join("nginx.err")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (n, front)
+}
+
+/// `raw` from `from` to `to`; what came back before the close.
+async fn send_from(from: &str, to: SocketAddr, raw: &[u8]) -> String {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind(SocketAddr::new(from.parse().unwrap(), 0))
+        .unwrap();
+    let mut s = sock.connect(to).await.unwrap();
+    s.write_all(raw).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn get(path: &str) -> Vec<u8> {
+    format!("GET {path} HTTP/1.1\r\nHost: shop\r\nConnection: close\r\n\r\n").into_bytes()
+}
+
+fn logged_client(t: &Tether, path: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(t.dir.join("access.log")).unwrap_or_default();
+        for line in text.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            if v["path"] == path {
+                return v["client"].as_str().unwrap_or("").to_string();
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no access log line for {path}:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn haproxy_and_nginx_name_the_real_client_over_proxy_v1_and_v2() {
+    let sims = tomcats(1).await;
+    let t = Tether::start_with(Opts {
+        cluster: format!("    servers:\n{}", server_line(&sims[0], "")),
+        listener_extra: "    proxy_protocol: { from: [\"127.0.0.1\"] }\n".into(),
+        access_log: true,
+        metrics: true,
+        ..Opts::default()
+    });
+    let (_haproxy, v1, v2) = haproxy(&t.dir, t.addr);
+    let (_nginx, by_nginx) = nginx(&t.dir, t.addr);
+    let xff = |sim: &tether::sim::TomcatSim| {
+        sim.last_request_headers()
+            .into_iter()
+            .find(|(n, _)| n == "x-forwarded-for")
+            .map(|(_, v)| String::from_utf8_lossy(&v).into_owned())
+    };
+    for (version, front, client) in [
+        ("v1", v1, "127.0.0.3"),
+        ("v2", v2, "127.0.0.4"),
+        ("nginx", by_nginx, "127.0.0.6"),
+    ] {
+        let path = format!("/{version}");
+        let answer = send_from(client, front, &get(&path)).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{version}: {answer}");
+        assert_eq!(
+            xff(&sims[0]).as_deref(),
+            Some(client),
+            "{version}: the server is told the client"
+        );
+        assert_eq!(
+            logged_client(&t, &path),
+            client,
+            "{version}: the access log names it"
+        );
+    }
+    let before = sims[0].requests();
+    // Straight to tether from an allowed peer, without the header: closed, counted.
+    let answer = send_from("127.0.0.1", t.addr, &get("/plain")).await;
+    assert!(!answer.contains("200"), "{answer}");
+    // A header from a peer not in `from`: closed before it is read.
+    let mut forged = b"PROXY TCP4 198.51.100.1 192.0.2.1 4711 80\r\n".to_vec();
+    forged.extend_from_slice(&get("/forged"));
+    let answer = send_from("127.0.0.5", t.addr, &forged).await;
+    assert!(!answer.contains("200"), "{answer}");
+    assert_eq!(sims[0].requests(), before, "neither reached the server");
+    let m = scrape(t.metrics.unwrap()).await;
+    for reason in ["proxy_protocol_malformed", "proxy_protocol_from"] {
+        let line = format!("tether_client_closed_total{{listener=\"web\",reason=\"{reason}\"}} 1");
+        assert!(m.contains(&line), "{line} in:\n{m}");
+    }
+    // And through HAProxy it goes on working.
+    let answer = send_from("127.0.0.3", v1, &get("/again")).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
