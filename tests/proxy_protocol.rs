@@ -187,3 +187,44 @@ async fn haproxy_and_nginx_name_the_real_client_over_proxy_v1_and_v2() {
     let answer = send_from("127.0.0.3", v1, &get("/again")).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_header_comes_before_tls() {
+    let sims = tomcats(1).await;
+    let dir = common::scratch_dir("proxy-protocol-tls");
+    let pki = common::pki::Pki::new(&dir);
+    let t = Tether::start_with(Opts {
+        cluster: format!("    servers:\n{}", server_line(&sims[0], "")),
+        listener_extra: format!(
+            "    proxy_protocol: {{ from: [\"127.0.0.1\"] }}\n    tls:\n      cert: {}\n      key: {}\n",
+            pki.path("a.crt"),
+            pki.path("a.key")
+        ),
+        ..Opts::default()
+    });
+    let (_haproxy, _v1, v2) = haproxy(&t.dir, t.addr);
+    let port = v2.port();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("curl")
+            .args(["-s", "--max-time", "10", "--interface", "127.0.0.7"])
+            .args(["--cacert", &pki.path("ca.pem")])
+            .args(["--resolve", &format!("a.test:{port}:127.0.0.1")])
+            .arg(format!("https://a.test:{port}/tls"))
+            .output()
+            .expect("curl")
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let xff = sims[0]
+        .last_request_headers()
+        .into_iter()
+        .find(|(n, _)| n == "x-forwarded-for")
+        .map(|(_, v)| String::from_utf8_lossy(&v).into_owned());
+    assert_eq!(
+        xff.as_deref(),
+        Some("127.0.0.7"),
+        "the client through PROXY v2 and TLS"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
