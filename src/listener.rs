@@ -257,10 +257,15 @@ impl ServerApp for Listener {
             .downcast_ref::<pingora_core::protocols::l4::stream::Stream>()
             .map(std::os::fd::AsRawFd::as_raw_fd);
         let first = limits.request_head_timeout;
-        let from = self.snapshot.load().proxy_protocol[self.index].clone();
-        let stream = match from {
-            Some(from) => self.proxy_protocol(stream, &from, first).await?,
-            None => stream,
+        let stream = if self.snapshot.load().proxy_protocol[self.index].is_some() {
+            // The snapshot itself (an `Arc`), not a guard, is held across the read.
+            let snapshot = self.snapshot.load_full();
+            let from = snapshot.proxy_protocol[self.index]
+                .as_deref()
+                .unwrap_or(&[]);
+            self.proxy_protocol(stream, from, first).await?
+        } else {
+            stream
         };
         let stream =
             match accept::accept(stream, tls.as_deref(), self.h2c, first, &self.name).await? {
