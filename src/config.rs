@@ -13,6 +13,7 @@ pub mod model;
 mod operations;
 pub mod pem;
 mod raw;
+mod raw_tls;
 mod routes;
 pub mod shared_state;
 mod tls;

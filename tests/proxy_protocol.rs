@@ -113,24 +113,6 @@ fn get(path: &str) -> Vec<u8> {
     format!("GET {path} HTTP/1.1\r\nHost: shop\r\nConnection: close\r\n\r\n").into_bytes()
 }
 
-fn logged_client(t: &Tether, path: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let text = std::fs::read_to_string(t.dir.join("access.log")).unwrap_or_default();
-        for line in text.lines() {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            if v["path"] == path {
-                return v["client"].as_str().unwrap_or("").to_string();
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no access log line for {path}:\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn haproxy_and_nginx_name_the_real_client_over_proxy_v1_and_v2() {
     let sims = tomcats(1).await;
@@ -163,7 +145,7 @@ async fn haproxy_and_nginx_name_the_real_client_over_proxy_v1_and_v2() {
             "{version}: the server is told the client"
         );
         assert_eq!(
-            logged_client(&t, &path),
+            common::logged_client(&t, &path),
             client,
             "{version}: the access log names it"
         );

@@ -39,25 +39,6 @@ fn header(sim: &WebSphereSim, name: &str) -> Option<String> {
         .map(|(_, v)| String::from_utf8_lossy(&v).into_owned())
 }
 
-/// The access log's `client` of the line whose `uri` is `path` (waits for the writer).
-fn logged_client(t: &Tether, path: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let text = std::fs::read_to_string(t.dir.join("access.log")).unwrap_or_default();
-        for line in text.lines() {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            if v["path"] == path {
-                return v["client"].as_str().unwrap_or("").to_string();
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no access log line for {path}:\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// A WebSphere clone that is told the client (`private_headers`), behind tether with the
 /// listener fields `listener` and an access log.
 async fn start(listener: &str) -> (WasCluster, WebSphereSim, Tether) {
@@ -91,14 +72,14 @@ async fn the_client_behind_trusted_proxies_is_named_and_strangers_cannot_claim_o
         Some("198.51.100.1, 10.1.1.1, 127.0.0.2"),
         "the chain is passed on, with this hop's peer"
     );
-    assert_eq!(logged_client(&t, "/a"), "198.51.100.1");
+    assert_eq!(common::logged_client(&t, "/a"), "198.51.100.1");
     // A client that put its own address in front does not get past the untrusted hop.
     assert_eq!(
         get_from(&t, "127.0.0.2", "/b", &["6.6.6.6", "198.51.100.1"]).await,
         200
     );
     assert_eq!(header(&sim, "$wsra").as_deref(), Some("198.51.100.1"));
-    assert_eq!(logged_client(&t, "/b"), "198.51.100.1");
+    assert_eq!(common::logged_client(&t, "/b"), "198.51.100.1");
     // A stranger's header names nobody: the client is the stranger.
     assert_eq!(get_from(&t, "127.0.0.3", "/c", &["203.0.113.7"]).await, 200);
     assert_eq!(header(&sim, "$wsra").as_deref(), Some("127.0.0.3"));
@@ -106,7 +87,7 @@ async fn the_client_behind_trusted_proxies_is_named_and_strangers_cannot_claim_o
         header(&sim, "x-forwarded-for").as_deref(),
         Some("203.0.113.7, 127.0.0.3")
     );
-    assert_eq!(logged_client(&t, "/c"), "127.0.0.3");
+    assert_eq!(common::logged_client(&t, "/c"), "127.0.0.3");
     // The proxy without a header: the proxy.
     assert_eq!(get_from(&t, "127.0.0.2", "/d", &[]).await, 200);
     assert_eq!(header(&sim, "$wsra").as_deref(), Some("127.0.0.2"));
@@ -120,7 +101,7 @@ async fn without_trusted_proxies_nothing_changes_and_bad_entries_are_named() {
         200
     );
     assert_eq!(header(&sim, "$wsra").as_deref(), Some("127.0.0.2"));
-    assert_eq!(logged_client(&t, "/a"), "127.0.0.2");
+    assert_eq!(common::logged_client(&t, "/a"), "127.0.0.2");
 
     // A reload that adds the setting applies it.
     let conf = std::fs::read_to_string(t.config_path()).unwrap();

@@ -5,6 +5,7 @@
 
 use super::error::ConfigError;
 use super::model::{Balance, HealthCheckKind, ServerState, SessionStyle};
+use super::raw_tls::{RawClusterTls, RawListenerTls, RawRedirect, RawSslHeaders};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_yaml::Value;
@@ -112,64 +113,6 @@ pub struct RawRespond {
 pub struct RawRouteRedirect {
     pub to: String,
     pub status: Option<u16>,
-}
-
-/// `listeners[].tls`.
-#[derive(Deserialize, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct RawListenerTls {
-    pub cert: String,
-    pub key: String,
-    #[serde(default)]
-    pub sni: Vec<RawSni>,
-    pub alpn: Option<Vec<String>>,
-    pub min_version: Option<String>,
-    pub ciphers: Option<String>,
-    pub client_auth: Option<RawClientAuth>,
-}
-
-#[derive(Deserialize, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct RawSni {
-    pub names: Vec<String>,
-    pub cert: String,
-    pub key: String,
-}
-
-#[derive(Deserialize, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct RawClientAuth {
-    pub ca: String,
-    pub mode: Option<String>,
-}
-
-/// `listeners[].redirect_https`.
-#[derive(Deserialize, Clone, Default)]
-#[serde(deny_unknown_fields)]
-pub struct RawRedirect {
-    pub port: Option<u16>,
-    pub status: Option<u16>,
-}
-
-/// `clusters[].tls`.
-#[derive(Deserialize, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct RawClusterTls {
-    pub ca: Option<String>,
-    pub sni: Option<String>,
-    pub verify: Option<bool>,
-    pub client_cert: Option<String>,
-    pub client_key: Option<String>,
-}
-
-/// `clusters[].ssl_headers`: Tomcat `SSLValve` header names.
-#[derive(Deserialize, Clone, Default)]
-#[serde(deny_unknown_fields)]
-pub struct RawSslHeaders {
-    pub client_cert: Option<String>,
-    pub cipher: Option<String>,
-    pub session_id: Option<String>,
-    pub key_size: Option<String>,
 }
 
 /// `listeners[].proxy_protocol`.

@@ -6,7 +6,7 @@ use super::model::{
     ClientAuth, ClusterTls, ListenerTls, Redirect, SniCert, SslHeaders, TlsVersion,
 };
 use super::pem::{load_cert_key, load_certs};
-use super::raw::{RawClusterTls, RawListenerTls, RawRedirect, RawSslHeaders};
+use super::raw_tls::{RawClusterTls, RawListenerTls, RawRedirect, RawSslHeaders};
 use super::validate::Check;
 use std::path::PathBuf;
 

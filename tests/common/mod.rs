@@ -353,6 +353,26 @@ impl Drop for Tether {
     }
 }
 
+/// The access log's `client` of the request whose path is `path` (waits up to 5 s for the
+/// writer).
+pub fn logged_client(t: &Tether, path: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(t.dir.join("access.log")).unwrap_or_default();
+        for line in text.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            if v["path"] == path {
+                return v["client"].as_str().unwrap_or("").to_string();
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no access log line for {path}:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The text of a `/metrics` scrape.
 pub async fn scrape(addr: SocketAddr) -> String {
     HttpClient::new(addr)
