@@ -132,7 +132,7 @@ impl FleetSync {
             Some(Change::Began(other)) => {
                 metrics::NAME_CONFLICT.set(1);
                 log::error!(
-                    "fleet: another tether (pid {} on some host, origin {}) runs with this instance's name {me} on {} {{{}}}; both still apply each other's changes, but status, heartbeats and \"changed by\" mix them up: give each instance its own state_dir or shared_state.instance",
+                    "fleet: another tether (pid {} on this or another host, origin {}) runs with this instance's name {me} on {} {{{}}}; both still apply each other's changes, but status, heartbeats and \"changed by\" mix them up: give each instance its own state_dir or shared_state.instance",
                     other.pid,
                     other.origin,
                     self.fleet.settings.url,
