@@ -52,7 +52,7 @@ pub async fn buffer(
     limits: &ListenerLimits,
     start: Instant,
 ) -> Result<Buffered> {
-    if limits.request_buffer == 0 || session.is_body_done() {
+    if limits.request_buffer == 0 {
         return Ok(Buffered::Ready);
     }
     let req = session.req_header();
@@ -63,6 +63,15 @@ pub async fn buffer(
         .and_then(|v| v.trim().parse::<usize>().ok());
     let chunked = req.headers.contains_key(http::header::TRANSFER_ENCODING);
     let http2 = session.as_downstream().is_http2();
+    // An HTTP/1 request without a body is left alone: asking Pingora whether its body is
+    // done would set up its body reader now, before a `101 Switching Protocols`, and the
+    // upgraded connection's first bytes could then be taken for the end of the request.
+    if !http2 && !chunked && length.unwrap_or(0) == 0 {
+        return Ok(Buffered::Ready);
+    }
+    if session.is_body_done() {
+        return Ok(Buffered::Ready);
+    }
     let target = match length {
         Some(n) if !chunked && n <= limits.request_buffer => n,
         _ => limits
