@@ -5,121 +5,13 @@
 
 mod common;
 
+use common::recording::{read_more, read_until, recording_server};
 use common::{scrape, Opts, Tether};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-
-/// One request as the server received it: head (as sent) and body (de-chunked).
-#[derive(Debug, Clone)]
-struct Seen {
-    head: String,
-    body: Vec<u8>,
-}
-
-/// A server that records each request and answers `200` with `got <n> bytes`, or, to a
-/// WebSocket upgrade, `101` and then echoes whatever comes.
-async fn recording_server() -> (SocketAddr, Arc<Mutex<Vec<Seen>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    tokio::spawn(async move {
-        while let Ok((s, _)) = listener.accept().await {
-            tokio::spawn(serve(s, log.clone()));
-        }
-    });
-    (addr, seen)
-}
-
-async fn serve(mut s: TcpStream, seen: Arc<Mutex<Vec<Seen>>>) {
-    let mut buf = Vec::new();
-    loop {
-        let Some(end) = read_until(&mut s, &mut buf, b"\r\n\r\n").await else {
-            return;
-        };
-        let head = String::from_utf8_lossy(&buf[..end]).to_string();
-        buf.drain(..end);
-        let lower = head.to_ascii_lowercase();
-        let body = if lower.contains("transfer-encoding: chunked") {
-            let Some(end) = read_until(&mut s, &mut buf, b"0\r\n\r\n").await else {
-                return;
-            };
-            let chunked: Vec<u8> = buf.drain(..end).collect();
-            dechunk(&chunked)
-        } else {
-            let len = lower
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length: "))
-                .map_or(0, |v| v.trim().parse::<usize>().unwrap());
-            while buf.len() < len {
-                if !read_more(&mut s, &mut buf).await {
-                    return;
-                }
-            }
-            buf.drain(..len).collect()
-        };
-        let upgrade = lower.contains("upgrade: websocket");
-        let n = body.len();
-        seen.lock().unwrap().push(Seen { head, body });
-        if upgrade {
-            let answer = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n";
-            if s.write_all(answer).await.is_err() {
-                return;
-            }
-            let (mut r, mut w) = s.split();
-            let _ = tokio::io::copy(&mut r, &mut w).await;
-            return;
-        }
-        let text = format!("got {n} bytes");
-        let answer = format!(
-            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{text}",
-            text.len()
-        );
-        if s.write_all(answer.as_bytes()).await.is_err() {
-            return;
-        }
-    }
-}
-
-/// Reads until `buf` holds `marker`; the length up to and including it.
-async fn read_until(s: &mut TcpStream, buf: &mut Vec<u8>, marker: &[u8]) -> Option<usize> {
-    loop {
-        if let Some(i) = buf.windows(marker.len()).position(|w| w == marker) {
-            return Some(i + marker.len());
-        }
-        if !read_more(s, buf).await {
-            return None;
-        }
-    }
-}
-
-async fn read_more(s: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
-    let mut chunk = [0u8; 16384];
-    match s.read(&mut chunk).await {
-        Ok(0) | Err(_) => false,
-        Ok(n) => {
-            buf.extend_from_slice(&chunk[..n]);
-            true
-        }
-    }
-}
-
-fn dechunk(mut data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let line = data.windows(2).position(|w| w == b"\r\n").unwrap();
-        let size = usize::from_str_radix(std::str::from_utf8(&data[..line]).unwrap(), 16).unwrap();
-        data = &data[line + 2..];
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&data[..size]);
-        data = &data[size + 2..];
-    }
-}
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
 
 fn start_lean(server: SocketAddr) -> Tether {
     Tether::start_with(Opts {
@@ -298,60 +190,4 @@ async fn expect_continue_and_websocket_upgrades_work_through_the_handover() {
     assert_eq!(lean_count(&m, "handover"), 2, "{m}");
     assert_eq!(lean_count(&m, "lean"), 0, "{m}");
     t.terminate();
-}
-
-/// Bodies larger than the part read before connecting (issue 22.3: the first 60 KiB of
-/// large and chunked bodies are read first, the connection's reads capped so Pingora's
-/// retry buffer never overflows): every byte arrives, in order, whatever the chunking.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bodies_past_the_part_read_first_arrive_whole() {
-    let (server, seen) = recording_server().await;
-    let t = start_lean(server);
-    let body: Vec<u8> = (0..1_000_000u32).map(|i| b'a' + (i % 26) as u8).collect();
-    // Chunked, in chunks of uneven sizes, written in bursts of several chunks.
-    let mut chunked = Vec::new();
-    let mut at = 0;
-    for size in [1usize, 7, 4096, 65_536, 70_000, 3, 100_000].iter().cycle() {
-        if at == body.len() {
-            break;
-        }
-        let n = (*size).min(body.len() - at);
-        chunked.extend_from_slice(format!("{n:x}\r\n").as_bytes());
-        chunked.extend_from_slice(&body[at..at + n]);
-        chunked.extend_from_slice(b"\r\n");
-        at += n;
-    }
-    chunked.extend_from_slice(b"0\r\n\r\n");
-    let cases: [(&str, usize, bool); 4] = [
-        ("chunked 1 MB", body.len(), true),
-        ("70 kB", 70_000, false),
-        ("61,441 bytes", 61_441, false),
-        ("1 MB", body.len(), false),
-    ];
-    for (what, len, is_chunked) in cases {
-        let mut s = TcpStream::connect(t.addr).await.unwrap();
-        let framing = if is_chunked {
-            "Transfer-Encoding: chunked".to_string()
-        } else {
-            format!("Content-Length: {len}")
-        };
-        let head =
-            format!("POST /up HTTP/1.1\r\nHost: shop\r\n{framing}\r\nConnection: close\r\n\r\n");
-        let mut wire = head.into_bytes();
-        wire.extend_from_slice(if is_chunked { &chunked } else { &body[..len] });
-        for burst in wire.chunks(150_000) {
-            s.write_all(burst).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let mut answer = Vec::new();
-        s.read_to_end(&mut answer).await.unwrap();
-        assert!(
-            answer.starts_with(b"HTTP/1.1 200"),
-            "{what}: {}",
-            String::from_utf8_lossy(&answer)
-        );
-        let got = seen.lock().unwrap().last().unwrap().body.clone();
-        assert_eq!(got.len(), len, "{what}");
-        assert!(got == body[..len], "{what}: the bytes arrive in order");
-    }
 }

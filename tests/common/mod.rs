@@ -7,6 +7,7 @@ pub mod lookup;
 pub mod pki;
 pub mod prometheus;
 pub mod real_tomcat;
+pub mod recording;
 pub mod redis;
 
 use std::net::{SocketAddr, TcpStream};
