@@ -80,3 +80,13 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
         Err(fail(errors))
     }
 }
+
+/// Is `ip` in one of `nets` (the config's CIDR lists)? An IPv4 address seen on an IPv6
+/// socket (`::ffff:a.b.c.d`) is matched as the IPv4 address.
+pub fn in_cidrs(ip: std::net::IpAddr, nets: &[ipnet::IpNet]) -> bool {
+    let ip = match ip {
+        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, std::net::IpAddr::V4),
+        v4 => v4,
+    };
+    nets.iter().any(|net| net.contains(&ip))
+}

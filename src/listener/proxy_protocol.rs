@@ -23,11 +23,7 @@ const MOST: usize = 4096;
 pub type Refused = &'static str;
 
 fn allowed(peer: std::net::IpAddr, from: &[IpNet]) -> bool {
-    let peer = match peer {
-        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer, std::net::IpAddr::V4),
-        v4 => v4,
-    };
-    from.iter().any(|net| net.contains(&peer))
+    crate::config::in_cidrs(peer, from)
 }
 
 /// The client a parsed header names; `None` for a `LOCAL` (v2) or `UNKNOWN` (v1) header,

@@ -11,12 +11,7 @@ use std::net::IpAddr;
 const XFF: &str = "x-forwarded-for";
 
 fn trusted(ip: IpAddr, proxies: &[IpNet]) -> bool {
-    // An IPv4 client over an IPv6 socket (`::ffff:a.b.c.d`) is the IPv4 address.
-    let ip = match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    };
-    proxies.iter().any(|net| net.contains(&ip))
+    crate::config::in_cidrs(ip, proxies)
 }
 
 /// The client of a request that came from `peer`. Walks `X-Forwarded-For` (all its fields,
