@@ -329,6 +329,9 @@ impl Control {
         let mut forwarded = Vec::new();
         let mut chains = Vec::new();
         let mut limits = Vec::new();
+        let mut client_limits = Vec::new();
+        let mut trusted_proxies = Vec::new();
+        let mut proxy_protocol = Vec::new();
         let mut tls = Vec::new();
         let mut redirects = Vec::new();
         let mut routes = Vec::new();
@@ -347,6 +350,9 @@ impl Control {
                 Some(j) => {
                     forwarded.push(new.listeners[j].forwarded_headers);
                     limits.push(new.listeners[j].limits);
+                    client_limits.push(next.client_limits[j].clone());
+                    trusted_proxies.push(next.trusted_proxies[j].clone());
+                    proxy_protocol.push(next.proxy_protocol[j].clone());
                     redirects.push(new.listeners[j].redirect_https);
                     routes.push(next.routes[j].clone());
                     let fresh = acceptors.and_then(|a| a[j].clone());
@@ -361,6 +367,9 @@ impl Control {
                 None => {
                     forwarded.push(current.forwarded[i]);
                     limits.push(current.limits[i]);
+                    client_limits.push(current.client_limits[i].clone());
+                    trusted_proxies.push(current.trusted_proxies[i].clone());
+                    proxy_protocol.push(current.proxy_protocol[i].clone());
                     redirects.push(current.redirects[i]);
                     // Its routes name clusters by their old places: it runs without them.
                     routes.push(Default::default());
@@ -373,6 +382,9 @@ impl Control {
         next.forwarded = forwarded.into();
         next.listener_chains = chains.into();
         next.limits = limits.into();
+        next.client_limits = client_limits.into();
+        next.trusted_proxies = trusted_proxies.into();
+        next.proxy_protocol = proxy_protocol.into();
         next.redirects = redirects.into();
         next.routes = routes.into();
         crate::metrics::certificate_expiry_reset();

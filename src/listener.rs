@@ -19,6 +19,7 @@ mod proxy_protocol;
 use head_limit::HeadBudget;
 pub use head_limit::HeadLimited;
 
+use crate::client_limits;
 use crate::lean::{Lean, Served};
 use crate::metrics;
 use crate::proxy::TetherProxy;
@@ -71,6 +72,8 @@ pub struct Listener {
     index: usize,
     name: String,
     open: AtomicUsize,
+    /// The "max_connections reached" line, at most once every 10 s.
+    full_log: crate::logging::Every,
     /// Plain HTTP/2 (prior knowledge) is allowed (fixed at start).
     h2c: bool,
     /// The lean HTTP/1 path, when the listener has `http1: lean` (fixed at start).
@@ -100,6 +103,7 @@ impl Listener {
             index,
             name,
             open: AtomicUsize::new(0),
+            full_log: crate::logging::Every::new(10_000),
             h2c,
             lean,
         }
@@ -152,6 +156,27 @@ impl Listener {
                 metrics::client_closed(&self.name, reason);
                 None
             }
+        }
+    }
+
+    /// Counts a new connection against its client's `client_limits.connections` (the
+    /// client the PROXY protocol named, when it is on): `None` when the client is over it
+    /// (the connection is closed at once, as HAProxy's `tcp-request connection reject`).
+    fn count_client(&self, stream: &Stream) -> Option<Option<client_limits::Open>> {
+        let snapshot = self.snapshot.load();
+        let Some(limiter) = &snapshot.client_limits[self.index] else {
+            return Some(None);
+        };
+        let peer = stream
+            .get_socket_digest()
+            .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).map(|a| a.ip()));
+        let Some(peer) = peer else {
+            return Some(None);
+        };
+        match limiter.open_connection(peer, &snapshot.trusted_proxies[self.index]) {
+            client_limits::Connection::Free => Some(None),
+            client_limits::Connection::Counted(open) => Some(Some(open)),
+            client_limits::Connection::Refused => None,
         }
     }
 
@@ -248,7 +273,13 @@ impl ServerApp for Listener {
         let _open = Open(&self.open);
         if open > limits.max_connections {
             metrics::client_closed(&self.name, "max_connections");
-            warn_rate_limited(&self.name, limits.max_connections);
+            if let Some(n) = self.full_log.due(crate::routing::now_ms()) {
+                warn!(
+                    "listener {}: {} connections open (max_connections); {n} new ones \
+                     closed since the last line",
+                    self.name, limits.max_connections
+                );
+            }
             return None;
         }
         let tls = self.snapshot.load().tls[self.index].clone();
@@ -267,6 +298,8 @@ impl ServerApp for Listener {
         } else {
             stream
         };
+        // Counted from here until the connection ends, however it ends.
+        let _client = self.count_client(&stream)?;
         let stream =
             match accept::accept(stream, tls.as_deref(), self.h2c, first, &self.name).await? {
                 // HTTP/2 streams are Pingora's (its h2 settings bound them); the connection
@@ -310,18 +343,5 @@ impl ServerApp for Listener {
             lean.stop();
         }
         self.proxy.http_cleanup().await;
-    }
-}
-
-/// One warning per listener every 10 s at most: a flood must not flood the log too.
-fn warn_rate_limited(listener: &str, max: usize) {
-    use std::sync::atomic::AtomicU64;
-    static LAST: AtomicU64 = AtomicU64::new(0);
-    let now = crate::routing::now_ms();
-    let last = LAST.load(Relaxed);
-    if now.saturating_sub(last) >= 10_000
-        && LAST.compare_exchange(last, now, Relaxed, Relaxed).is_ok()
-    {
-        warn!("listener {listener}: {max} connections open (max_connections); closing new ones");
     }
 }

@@ -236,6 +236,21 @@ pub fn client_closed(listener: &str, reason: &str) {
     CLIENT_CLOSED.with_label_values(&[listener, reason]).inc();
 }
 
+static CLIENT_LIMIT_REFUSALS: Lazy<IntCounterVec> = Lazy::new(|| {
+    register_int_counter_vec!(
+        "tether_client_limit_refusals_total",
+        "Connections closed and requests answered 429 because one client went over its \
+         listener's client_limits, by listener and limit (connections, requests).",
+        &["listener", "limit"]
+    )
+    .expect("register tether_client_limit_refusals_total")
+});
+
+/// The refusal counter of one listener's client limit (resolved when the limits are built).
+pub fn client_limit_refusals(listener: &str, limit: &str) -> IntCounter {
+    CLIENT_LIMIT_REFUSALS.with_label_values(&[listener, limit])
+}
+
 pub(crate) static ACCESS_LOG_DROPPED: Lazy<IntCounter> = Lazy::new(|| {
     register_int_counter!(
         "tether_access_log_dropped_total",

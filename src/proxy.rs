@@ -124,6 +124,14 @@ impl TetherProxy {
             session.req_header(),
             &snapshot.trusted_proxies[self.listener],
         );
+        if let (Some(limiter), Some(client)) = (&snapshot.client_limits[self.listener], ctx.client)
+        {
+            if let Err(retry_after) = limiter.admit_request(client, ms_at(ctx.start)) {
+                ctx.metrics = default.map(|d| snapshot.metrics[d].clone());
+                respond::too_many(session, retry_after).await?;
+                return Ok(true);
+            }
+        }
         if let Some(redirect) = snapshot.redirects[self.listener] {
             ctx.metrics = default.map(|d| snapshot.metrics[d].clone());
             respond::to_https(session, redirect).await?;

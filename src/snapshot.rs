@@ -27,6 +27,8 @@ pub struct Snapshot {
     pub proxy_protocol: Box<[Option<Box<[ipnet::IpNet]>>]>,
     /// Each listener's limits on what one client may hold or send.
     pub limits: Box<[crate::config::ListenerLimits]>,
+    /// Each listener's per-client limits, when it has them.
+    pub client_limits: Box<[Option<Arc<crate::client_limits::ClientLimiter>>]>,
     /// Each listener's TLS acceptor (None: plain), set by whoever builds the snapshot
     /// (the files are loaded again, which can fail: not here).
     pub tls: Box<[Option<Arc<crate::tls::Acceptor>>]>,
@@ -143,6 +145,25 @@ impl Snapshot {
                 .map(|l| l.proxy_protocol.clone().map(Vec::into_boxed_slice))
                 .collect(),
             limits: config.listeners.iter().map(|l| l.limits).collect(),
+            client_limits: config
+                .listeners
+                .iter()
+                .map(|l| {
+                    let old = previous.and_then(|p| {
+                        p.client_limits
+                            .iter()
+                            .flatten()
+                            .find(|c| c.listener() == l.name)
+                    });
+                    let limits = l.client_limits.as_ref()?;
+                    Some(Arc::new(crate::client_limits::ClientLimiter::new(
+                        &l.name,
+                        limits,
+                        l.limits.max_connections,
+                        old.map(|c| c.as_ref()),
+                    )))
+                })
+                .collect(),
             tls: config.listeners.iter().map(|_| None).collect(),
             redirects: config.listeners.iter().map(|l| l.redirect_https).collect(),
             upstream_tls: config.clusters.iter().map(|_| None).collect(),

@@ -51,6 +51,7 @@ fn the_example_config_parses_to_what_it_documents() {
             proxy_protocol: None,
             plugins: vec![],
             limits: ListenerLimits::default(),
+            client_limits: None,
             tls: None,
             h2c: false,
             // The suite may run on the lean path (`TETHER_HTTP1=lean`, the default of `http1`).

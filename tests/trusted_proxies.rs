@@ -42,6 +42,10 @@ fn header(sim: &WebSphereSim, name: &str) -> Option<String> {
 /// A WebSphere clone that is told the client (`private_headers`), behind tether with the
 /// listener fields `listener` and an access log.
 async fn start(listener: &str) -> (WasCluster, WebSphereSim, Tether) {
+    start_with(listener, "").await
+}
+
+async fn start_with(listener: &str, more: &str) -> (WasCluster, WebSphereSim, Tether) {
     let cluster = WasCluster::new();
     let sim = WebSphereSim::start(&cluster, "was1", "c1", &["101"])
         .await
@@ -52,6 +56,7 @@ async fn start(listener: &str) -> (WasCluster, WebSphereSim, Tether) {
             sim.addr()
         ),
         listener_extra: listener.to_string(),
+        extra_listeners: more.to_string(),
         access_log: true,
         ..Opts::default()
     });
@@ -156,4 +161,55 @@ async fn without_trusted_proxies_nothing_changes_and_bad_entries_are_named() {
         .map(|n| n.to_string())
         .collect();
     assert_eq!(nets, ["10.0.0.0/8", "2001:db8::1/128"]);
+}
+
+/// A reload whose file lists the listeners in another order gives each listener its own
+/// `trusted_proxies` (they were taken by position in the new file: `web` got `other`'s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_reorders_listeners_keeps_each_ones_trusted_proxies() {
+    let other = format!(
+        "  - name: other\n    address: \"127.0.0.1:{}\"\n    cluster: shop\n",
+        common::free_port()
+    );
+    let (_cluster, sim, t) = start_with("    trusted_proxies: [\"127.0.0.2\"]\n", &other).await;
+    assert_eq!(
+        get_from(&t, "127.0.0.5", "/a", &["198.51.100.1"]).await,
+        200
+    );
+    assert_eq!(header(&sim, "$wsra").as_deref(), Some("127.0.0.5"));
+    // The new file: `other` first, and `web` trusting 127.0.0.5 instead.
+    let conf = std::fs::read_to_string(t.config_path()).unwrap();
+    let (web, other, tail) = (
+        conf.find("  - name: web\n").unwrap(),
+        conf.find("  - name: other\n").unwrap(),
+        conf.find("clusters:\n").unwrap(),
+    );
+    let reordered = format!(
+        "{}{}{}{}",
+        &conf[..web],
+        &conf[other..tail],
+        &conf[web..other].replace("127.0.0.2", "127.0.0.5"),
+        &conf[tail..]
+    );
+    std::fs::write(t.config_path(), reordered).unwrap();
+    let pid = t.pid().to_string();
+    std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        assert_eq!(
+            get_from(&t, "127.0.0.5", "/r", &["198.51.100.1"]).await,
+            200
+        );
+        if header(&sim, "$wsra").as_deref() == Some("198.51.100.1") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "web trusts 127.0.0.5 after the reload"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -1,10 +1,10 @@
 //! Validation of `clusters[]` and their `servers[]`: names, addresses (resolved once, at
 //! load time), session settings, WebSphere and health-check fields, redirects.
 
+use super::check::{check_name, Check, HOUR, MS};
 use super::model::*;
 use super::operations;
 use super::raw::{RawCluster, RawServer};
-use super::validate::{check_name, Check, HOUR, MS};
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;

@@ -150,6 +150,9 @@ pub struct Listener {
     pub plugins: Vec<PluginSpec>,
     /// What one client may hold or send (`limits:`).
     pub limits: ListenerLimits,
+    /// Open connections and requests per client address (`client_limits:`); `None` (the
+    /// default): no per-client counting.
+    pub client_limits: Option<ClientLimits>,
     /// TLS termination; plain HTTP when absent.
     pub tls: Option<ListenerTls>,
     /// Accept HTTP/2 with prior knowledge (h2c) on a plain listener (default false).
@@ -312,6 +315,37 @@ pub struct ListenerLimits {
     /// The shortest time a write gets under `send_min_rate`. Default 5s.
     pub send_grace: Duration,
 }
+
+/// Per-client limits of a listener (`listeners[].client_limits`): nginx `limit_conn` and
+/// `limit_req`, HAProxy's `conn_cur` and `http_req_rate`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientLimits {
+    /// Most open connections of one client; more are closed at once. `None`: no limit.
+    pub connections: Option<u32>,
+    /// Most requests of one client per `per` (a sliding window); more are answered 429
+    /// with `Retry-After`. `None`: no limit.
+    pub requests: Option<u32>,
+    /// The window of `requests`. Default 1s.
+    pub per: Duration,
+    /// How many distinct clients (after grouping by prefix) one window of `requests` is
+    /// sized for: 32 bytes each, rounded up to a power of two. More than that still works,
+    /// counting a little high (DESIGN section 9). Default 100,000 (4 MiB).
+    pub clients: u32,
+    /// Clients never limited (monitoring, office networks, a partner's gateway).
+    pub allow: Vec<ipnet::IpNet>,
+    /// IPv4 clients are counted by this prefix. Default 32 (each address).
+    pub ipv4_prefix: u8,
+    /// IPv6 clients are counted by this prefix, so that one host cannot rotate through the
+    /// addresses of its network. Default 64.
+    pub ipv6_prefix: u8,
+}
+
+/// The largest `client_limits.connections`.
+pub const MAX_CLIENT_CONNECTIONS: u32 = 1_000_000;
+/// The largest `client_limits.requests` (per window; the counters hold a little more).
+pub const MAX_CLIENT_REQUESTS: u32 = 1_000_000;
+/// The most clients `client_limits.clients` may size a window for (320 MiB).
+pub const MAX_CLIENT_TABLE: u32 = 10_000_000;
 
 /// The largest `request_buffer` (Pingora keeps at most this much of a body for a retry).
 pub const MAX_REQUEST_BUFFER: usize = 65_536;

@@ -1,8 +1,8 @@
 //! Validation of the operating sections: the admin API, health checks, `fail_on_status`.
 
+use super::check::Check;
 use super::model::{Admin, Cluster, HealthCheck, HealthCheckKind, Listener, PluginSpec};
 use super::raw::{RawAdmin, RawHealthCheck, RawMetrics};
-use super::validate::Check;
 use serde_yaml::Value;
 use std::net::SocketAddr;
 use std::time::Duration;

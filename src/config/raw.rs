@@ -77,6 +77,7 @@ pub struct RawListener {
     #[serde(default)]
     pub plugins: Vec<Value>,
     pub limits: Option<RawLimits>,
+    pub client_limits: Option<RawClientLimits>,
     pub tls: Option<RawListenerTls>,
     pub h2c: Option<bool>,
     pub http1: Option<String>,
@@ -120,6 +121,21 @@ pub struct RawRouteRedirect {
 #[serde(deny_unknown_fields)]
 pub struct RawProxyProtocol {
     pub from: Vec<String>,
+}
+
+/// `listeners[].client_limits`.
+#[derive(Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawClientLimits {
+    pub connections: Option<u32>,
+    pub requests: Option<u32>,
+    #[serde(default, deserialize_with = "duration_text")]
+    pub per: Option<String>,
+    pub clients: Option<u32>,
+    #[serde(default)]
+    pub allow: Vec<String>,
+    pub ipv4_prefix: Option<u8>,
+    pub ipv6_prefix: Option<u8>,
 }
 
 /// `listeners[].limits`.

@@ -1,10 +1,10 @@
 //! Validation of listeners' host/path routes (`listeners[].routes`), and the warnings
 //! `tether -t` gives for routes that can never win or exclusions that exclude nothing.
 
+use super::check::Check;
 use super::error::ConfigError;
 use super::model::{Cluster, Route, RouteAction};
 use super::raw::RawRoute;
-use super::validate::Check;
 use std::collections::HashMap;
 
 fn valid_host(host: &str) -> bool {

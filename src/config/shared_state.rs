@@ -1,6 +1,6 @@
 //! The `shared_state:` section: the Redis (or Valkey) a fleet of tethers shares state through.
 
-use super::validate::Check;
+use super::check::Check;
 use serde::Deserialize;
 use std::time::Duration;
 

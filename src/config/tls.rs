@@ -2,12 +2,12 @@
 //! and `ssl_headers:`. Every certificate and key is loaded and checked here, so `tether -t`
 //! and a reload report a missing, unreadable, mismatched or expired file with its field.
 
+use super::check::Check;
 use super::model::{
     ClientAuth, ClusterTls, ListenerTls, Redirect, SniCert, SslHeaders, TlsVersion,
 };
 use super::pem::{load_cert_key, load_certs};
 use super::raw_tls::{RawClusterTls, RawListenerTls, RawRedirect, RawSslHeaders};
-use super::validate::Check;
 use std::path::PathBuf;
 
 const ALPN: &[&str] = &["h2", "http/1.1"];

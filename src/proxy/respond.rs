@@ -23,16 +23,38 @@ pub async fn plain(
     conn: Conn,
 ) -> Result<()> {
     let body: Bytes = body.into();
+    let resp = plain_head(session, status, body.len(), conn)?;
+    session.write_response_header(resp, false).await?;
+    session.write_response_body(Some(body), true).await
+}
+
+/// Answers `429 Too Many Requests` with `Retry-After` (a client over its request rate).
+pub async fn too_many(session: &mut Session, retry_after: std::time::Duration) -> Result<()> {
+    let body = error_body(429);
+    let mut resp = plain_head(session, 429, body.len(), Conn::KeepAlive)?;
+    resp.insert_header(http::header::RETRY_AFTER, retry_after.as_secs().max(1))?;
+    session.write_response_header(resp, false).await?;
+    session
+        .write_response_body(Some(Bytes::from_static(body.as_bytes())), true)
+        .await
+}
+
+/// The head of a short text answer tether writes itself.
+fn plain_head(
+    session: &mut Session,
+    status: u16,
+    len: usize,
+    conn: Conn,
+) -> Result<Box<ResponseHeader>> {
     let mut resp = ResponseHeader::build(status, Some(5))?;
     resp.insert_header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")?;
-    resp.insert_header(http::header::CONTENT_LENGTH, body.len())?;
+    resp.insert_header(http::header::CONTENT_LENGTH, len)?;
     resp.insert_header(http::header::CACHE_CONTROL, "no-store")?;
     if conn == Conn::Close {
         session.set_keepalive(None);
         resp.insert_header(http::header::CONNECTION, "close")?;
     }
-    session.write_response_header(Box::new(resp), false).await?;
-    session.write_response_body(Some(body), true).await
+    Ok(Box::new(resp))
 }
 
 /// Answers with a redirect to the same host and path over https (`redirect_https`).
@@ -92,6 +114,7 @@ pub fn error_body(status: u16) -> &'static str {
         404 => "404 Not Found: no route for this request\n",
         408 => "408 Request Timeout: the request body did not arrive in time\n",
         413 => "413 Request Entity Too Large\n",
+        429 => "429 Too Many Requests: this client is over its request rate\n",
         431 => "431 Request Header Fields Too Large\n",
         502 => "502 Bad Gateway: the application server did not answer\n",
         503 => "503 Service Unavailable: no server is available\n",
