@@ -210,3 +210,116 @@ async fn the_header_comes_before_tls() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// HAProxy terminating TLS and passing the SNI on in PROXY v2's authority TLV
+/// (`proxy-v2-options authority,ssl`): a plugin routes on it, HTTP/1 and HTTP/2 alike
+/// (`{ connection: authority }`), and on the client's address (`client_address`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_route_on_the_authority_haproxy_sends_and_on_the_client() {
+    let sims = tomcats(3).await;
+    let dir = common::scratch_dir("proxy-protocol-tlv");
+    let pki = common::pki::Pki::new(&dir);
+    let authorities = dir.join("authorities.csv");
+    std::fs::write(
+        &authorities,
+        "key,target\na.test,shop/tc1\nb.test,shop/tc2\n",
+    )
+    .unwrap();
+    let clients = dir.join("clients.csv");
+    std::fs::write(&clients, "key,target\n127.0.0.9,shop/tc3\n").unwrap();
+    let mut cluster = String::from("    servers:\n");
+    for s in &sims {
+        cluster.push_str(&server_line(s, ""));
+    }
+    let t = Tether::start_with(Opts {
+        cluster,
+        // HAProxy offers h2 to the client and passes it on as h2c.
+        listener_extra: "    proxy_protocol: { from: [\"127.0.0.1\"] }\n    h2c: true\n".into(),
+        listener_plugins: format!(
+            "      - {{ name: route_table, key: {{ connection: authority }}, file: {} }}\n      \
+             - {{ name: route_table, key: {{ connection: client_address }}, file: {} }}\n",
+            authorities.display(),
+            clients.display()
+        ),
+        ..Opts::default()
+    });
+    // HAProxy's TLS front: one PEM with the certificate and its key.
+    let pem = dir.join("haproxy.pem");
+    let both = [
+        pki.path("a.crt"),
+        pki.path("a.key"),
+        pki.path("b.crt"),
+        pki.path("b.key"),
+    ]
+    .map(|p| std::fs::read_to_string(p).unwrap());
+    std::fs::write(&pem, format!("{}{}", both[0], both[1])).unwrap();
+    let pem_b = dir.join("haproxy-b.pem");
+    std::fs::write(&pem_b, format!("{}{}", both[2], both[3])).unwrap();
+    let front = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let cfg = format!(
+        "global\n  maxconn 200\ndefaults\n  mode tcp\n  timeout connect 2s\n  timeout client 10s\n  timeout server 10s\n\
+         frontend tls\n  bind {front} ssl crt {} crt {} alpn h2,http/1.1\n  default_backend to_tether\n\
+         backend to_tether\n  server t {} send-proxy-v2 proxy-v2-options authority,ssl\n",
+        pem.display(),
+        pem_b.display(),
+        t.addr
+    );
+    let file = dir.join("haproxy.cfg");
+    std::fs::write(&file, cfg).unwrap();
+    let child = Command::new("haproxy")
+        .args(["-db", "-f"])
+        .arg(&file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("haproxy");
+    let _haproxy = Haproxy(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(front).is_err() {
+        assert!(Instant::now() < deadline, "haproxy did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let curl = |name: &'static str, from: &'static str, http2: bool| {
+        let ca = pki.path("ca.pem");
+        let port = front.port();
+        async move {
+            let out = tokio::task::spawn_blocking(move || {
+                Command::new("curl")
+                    .args(["-s", "-o", "/dev/null", "-D", "-", "--max-time", "10"])
+                    .args(["--interface", from, "--cacert", &ca])
+                    .arg(if http2 { "--http2" } else { "--http1.1" })
+                    .args(["--resolve", &format!("{name}:{port}:127.0.0.1")])
+                    .arg(format!("https://{name}:{port}/"))
+                    .output()
+                    .expect("curl")
+            })
+            .await
+            .unwrap();
+            let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
+            head.lines()
+                .find_map(|l| l.strip_prefix("x-server: "))
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|| format!("no answer: {out:?}"))
+        }
+    };
+    for http2 in [false, true] {
+        for _ in 0..3 {
+            assert_eq!(
+                curl("a.test", "127.0.0.7", http2).await,
+                "tc1",
+                "h2 {http2}"
+            );
+            assert_eq!(
+                curl("b.test", "127.0.0.7", http2).await,
+                "tc2",
+                "h2 {http2}"
+            );
+        }
+    }
+    // The client's address as the PROXY header names it (HAProxy saw 127.0.0.9); the
+    // authority table has no `localhost`, so the client table decides.
+    for _ in 0..3 {
+        assert_eq!(curl("localhost", "127.0.0.9", false).await, "tc3");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

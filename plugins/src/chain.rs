@@ -1,6 +1,6 @@
 //! A plugin chain: the plugins of one listener or cluster, run in order.
 
-use crate::{Flow, KnownTargets, LogSummary, Plugin, PluginSpec, Route};
+use crate::{Connection, Flow, KnownTargets, LogSummary, Plugin, PluginSpec, Route};
 use pingora_http::{RequestHeader, ResponseHeader};
 use std::sync::Arc;
 
@@ -62,9 +62,9 @@ impl Chain {
     }
 
     /// The first answer a plugin gives, or `Continue`.
-    pub async fn request(&self, req: &mut RequestHeader) -> Flow {
+    pub async fn request(&self, req: &mut RequestHeader, conn: &Connection) -> Flow {
         for p in self.each() {
-            if let f @ Flow::Respond { .. } = p.request(req).await {
+            if let f @ Flow::Respond { .. } = p.request(req, conn).await {
                 return f;
             }
         }
@@ -72,9 +72,9 @@ impl Chain {
     }
 
     /// The first routing opinion a plugin gives, or `Continue`.
-    pub async fn route(&self, req: &RequestHeader) -> Route {
+    pub async fn route(&self, req: &RequestHeader, conn: &Connection) -> Route {
         for p in self.each() {
-            match p.route(req).await {
+            match p.route(req, conn).await {
                 Route::Continue => continue,
                 decided => return decided,
             }

@@ -1,8 +1,11 @@
-//! Where a plugin finds the key it routes on: a header, a cookie, a query parameter or a
-//! path segment.
+//! Where a plugin finds the key it routes on: a header, a cookie, a query parameter, a
+//! path segment, or a fact of the connection (the client's address, the authority a
+//! balancer's PROXY protocol header names).
 
+use crate::Connection;
 use pingora_http::RequestHeader;
 use serde::Deserialize;
+use std::borrow::Cow;
 
 /// The longest key used; longer ones are ignored (a key is a user id, not a payload).
 const MAX_KEY: usize = 256;
@@ -16,6 +19,7 @@ struct RawKey {
     cookie: Option<String>,
     query: Option<String>,
     path_segment: Option<usize>,
+    connection: Option<String>,
 }
 
 impl TryFrom<RawKey> for KeySource {
@@ -35,9 +39,20 @@ impl TryFrom<RawKey> for KeySource {
         if let Some(n) = r.path_segment {
             found.push(KeySource::PathSegment(n));
         }
+        if let Some(c) = r.connection {
+            found.push(KeySource::Connection(match c.as_str() {
+                "client_address" => ConnectionKey::ClientAddress,
+                "authority" => ConnectionKey::Authority,
+                other => {
+                    return Err(format!(
+                        "connection: `{other}` is not a connection key (client_address, authority)"
+                    ))
+                }
+            }));
+        }
         match (found.pop(), found.is_empty()) {
             (Some(k), true) => Ok(k),
-            _ => Err("give exactly one of header, cookie, query, path_segment".into()),
+            _ => Err("give exactly one of header, cookie, query, path_segment, connection".into()),
         }
     }
 }
@@ -53,12 +68,34 @@ pub enum KeySource {
     Query(String),
     /// The n-th path segment (0-based): `/users/001/cart` with 1 gives `001`.
     PathSegment(usize),
+    /// A fact of the connection (`{ connection: client_address }`).
+    Connection(ConnectionKey),
+}
+
+/// The connection facts a key can be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionKey {
+    /// The client's address as tether names it (`192.0.2.7`, `2001:db8::7`).
+    ClientAddress,
+    /// The PROXY protocol v2 header's authority (the host name the client asked its
+    /// balancer for).
+    Authority,
 }
 
 impl KeySource {
-    /// The key of `req`, if present, non-empty, UTF-8 and at most 256 bytes.
-    pub fn extract<'a>(&self, req: &'a RequestHeader) -> Option<&'a str> {
+    /// The key of `req` on `conn`, if present, non-empty, UTF-8 and at most 256 bytes.
+    pub fn extract<'a>(
+        &self,
+        req: &'a RequestHeader,
+        conn: &'a Connection,
+    ) -> Option<Cow<'a, str>> {
         let key = match self {
+            KeySource::Connection(ConnectionKey::ClientAddress) => {
+                return conn.client.map(|ip| Cow::Owned(ip.to_string()));
+            }
+            KeySource::Connection(ConnectionKey::Authority) => {
+                conn.proxy.as_ref()?.authority.as_deref()?
+            }
             KeySource::Header(name) => req.headers.get(name.as_str())?.to_str().ok()?,
             KeySource::Cookie(name) => {
                 req.headers
@@ -83,7 +120,7 @@ impl KeySource {
                 .filter(|s| !s.is_empty())
                 .nth(*n)?,
         };
-        (!key.is_empty() && key.len() <= MAX_KEY).then_some(key)
+        (!key.is_empty() && key.len() <= MAX_KEY).then_some(Cow::Borrowed(key))
     }
 }
 
@@ -99,26 +136,59 @@ mod tests {
         r
     }
 
+    fn key(source: KeySource, r: &RequestHeader, conn: &Connection) -> Option<String> {
+        source.extract(r, conn).map(Cow::into_owned)
+    }
+
     #[test]
     fn every_source() {
         let r = req(
             "/users/001/cart?user=002&x=1",
             &[("X-User", "003"), ("Cookie", "a=1; user=\"004\"")],
         );
-        assert_eq!(KeySource::Header("x-user".into()).extract(&r), Some("003"));
-        assert_eq!(KeySource::Cookie("user".into()).extract(&r), Some("004"));
-        assert_eq!(KeySource::Query("user".into()).extract(&r), Some("002"));
-        assert_eq!(KeySource::PathSegment(1).extract(&r), Some("001"));
-        assert_eq!(KeySource::PathSegment(9).extract(&r), None);
-        assert_eq!(KeySource::Cookie("nope".into()).extract(&r), None);
-        let long = "k".repeat(300);
+        let none = Connection::default();
+        let k = |source| key(source, &r, &none);
         assert_eq!(
-            KeySource::Header("x-long".into()).extract(&req("/", &[("X-Long", &long)])),
+            k(KeySource::Header("x-user".into())).as_deref(),
+            Some("003")
+        );
+        assert_eq!(k(KeySource::Cookie("user".into())).as_deref(), Some("004"));
+        assert_eq!(k(KeySource::Query("user".into())).as_deref(), Some("002"));
+        assert_eq!(k(KeySource::PathSegment(1)).as_deref(), Some("001"));
+        assert_eq!(k(KeySource::PathSegment(9)), None);
+        assert_eq!(k(KeySource::Cookie("nope".into())), None);
+        let long = "k".repeat(300);
+        let long_req = req("/", &[("X-Long", &long)]);
+        assert_eq!(
+            key(KeySource::Header("x-long".into()), &long_req, &none),
             None
         );
-        assert_eq!(
-            KeySource::Query("user".into()).extract(&req("/?user=", &[])),
-            None
+        let empty = req("/?user=", &[]);
+        assert_eq!(key(KeySource::Query("user".into()), &empty, &none), None);
+    }
+
+    #[test]
+    fn connection_facts() {
+        let r = req("/", &[]);
+        let addr = KeySource::Connection(ConnectionKey::ClientAddress);
+        let authority = KeySource::Connection(ConnectionKey::Authority);
+        assert_eq!(key(addr.clone(), &r, &Connection::default()), None);
+        assert_eq!(key(authority.clone(), &r, &Connection::default()), None);
+        let conn = Connection {
+            client: Some("2001:db8::7".parse().unwrap()),
+            proxy: Some(std::sync::Arc::new(crate::ProxyFacts {
+                authority: Some("shop.example".into()),
+                ..Default::default()
+            })),
+        };
+        assert_eq!(key(addr, &r, &conn).as_deref(), Some("2001:db8::7"));
+        assert_eq!(key(authority, &r, &conn).as_deref(), Some("shop.example"));
+        let parsed: KeySource = serde_yaml::from_str("{ connection: client_address }").unwrap();
+        assert_eq!(parsed, KeySource::Connection(ConnectionKey::ClientAddress));
+        let bad = serde_yaml::from_str::<KeySource>("{ connection: nonsense }").unwrap_err();
+        assert!(
+            bad.to_string().contains("client_address, authority"),
+            "{bad}"
         );
     }
 }

@@ -7,6 +7,7 @@
 //! look-up service cannot send traffic to an arbitrary address.
 
 mod chain;
+mod connection;
 mod duration;
 mod key;
 mod metrics;
@@ -16,8 +17,9 @@ pub mod route_table;
 mod target;
 
 pub use chain::Chain;
+pub use connection::{printable, Connection, ProxyFacts};
 pub use duration::parse_duration;
-pub use key::KeySource;
+pub use key::{ConnectionKey, KeySource};
 pub use registry::{build, parse, PluginConfigError, PluginSpec, NAMES};
 pub use target::{KnownTargets, Target};
 
@@ -73,12 +75,12 @@ pub trait Plugin: Send + Sync {
     fn name(&self) -> &'static str;
 
     /// Before routing; may answer the request itself.
-    async fn request(&self, _req: &mut RequestHeader) -> Flow {
+    async fn request(&self, _req: &mut RequestHeader, _conn: &Connection) -> Flow {
         Flow::Continue
     }
 
     /// Chooses the cluster (and optionally the server) for the request.
-    async fn route(&self, _req: &RequestHeader) -> Route {
+    async fn route(&self, _req: &RequestHeader, _conn: &Connection) -> Route {
         Route::Continue
     }
 

@@ -21,7 +21,7 @@ pub use settings::{AnswerSource, Fallback, Settings};
 use crate::metrics::{self, LookupMetrics, Outcome};
 use crate::registry::{PluginConfigError, PluginSpec};
 use crate::target::KnownTargets;
-use crate::{Plugin, Route};
+use crate::{Connection, Plugin, Route};
 use async_trait::async_trait;
 use breaker::{Breaker, Change, Permit};
 use client::{Answer, Client, LookupError};
@@ -186,11 +186,11 @@ impl Plugin for RouteLookup {
         "route_lookup"
     }
 
-    async fn route(&self, req: &RequestHeader) -> Route {
-        let Some(key) = self.settings.key.extract(req) else {
+    async fn route(&self, req: &RequestHeader, conn: &Connection) -> Route {
+        let Some(key) = self.settings.key.extract(req, conn) else {
             return Route::Continue;
         };
-        match self.answer(key).await {
+        match self.answer(&key).await {
             Ok(Answer::Route(t)) => Route::To(t),
             Ok(Answer::NoRoute) => Route::Continue,
             Err(e) => {
@@ -298,7 +298,7 @@ mod tests {
         let mut req = RequestHeader::build("GET", b"/", None).unwrap();
         req.insert_header("X-User", user).unwrap();
         let start = Instant::now();
-        let route = p.route(&req).await;
+        let route = p.route(&req, &Connection::default()).await;
         (route, start.elapsed())
     }
 

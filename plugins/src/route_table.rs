@@ -10,7 +10,7 @@ use crate::key::KeySource;
 use crate::metrics::{LookupMetrics, Outcome};
 use crate::registry::{PluginConfigError, PluginSpec};
 use crate::target::{KnownTargets, Target};
-use crate::{Plugin, Route};
+use crate::{Connection, Plugin, Route};
 use async_trait::async_trait;
 use pingora_http::RequestHeader;
 use serde::Deserialize;
@@ -242,11 +242,11 @@ impl Plugin for RouteTable {
         "route_table"
     }
 
-    async fn route(&self, req: &RequestHeader) -> Route {
-        let Some(key) = self.spec.key.extract(req) else {
+    async fn route(&self, req: &RequestHeader, conn: &Connection) -> Route {
+        let Some(key) = self.spec.key.extract(req, conn) else {
             return Route::Continue;
         };
-        match self.spec.table.get(key) {
+        match self.spec.table.get(&*key) {
             Some(t) => {
                 self.metrics.count(Outcome::Hit);
                 Route::To(*t)

@@ -3,16 +3,21 @@
 //! Only peers in `proxy_protocol.from` may send it, and on such a listener they must; a
 //! missing, malformed or late header closes the connection (counted). The address it
 //! carries becomes the connection's peer address, so everything that names the client
-//! (`X-Forwarded-For`, `$WSRA`/`$WSRH`, the access log, `trusted_proxies`) uses it. The
-//! format is the `ppp` crate's.
+//! (`X-Forwarded-For`, `$WSRA`/`$WSRH`, the access log, `trusted_proxies`, per-client
+//! limits) uses it. A v2 header's TLVs that say something of the client's request (the
+//! authority, ALPN, unique id, TLS version and client certificate name, AWS's VPC endpoint)
+//! are kept in the connection's proxy digest for the plugins. The format is the `ppp`
+//! crate's.
 
 use ipnet::IpNet;
 use pingora_core::protocols::l4::socket::SocketAddr;
 use pingora_core::protocols::l4::stream::Stream as L4Stream;
-use pingora_core::protocols::{GetSocketDigest, SocketDigest};
+use pingora_core::protocols::{GetProxyDigest, GetSocketDigest, SocketDigest};
 use ppp::{v1, v2, HeaderResult, PartialResult};
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::time::Duration;
+use tether_plugins::{printable, ProxyFacts};
 use tokio::io::AsyncReadExt;
 
 /// A v1 header is at most 107 bytes; a v2 header with TLVs can be longer, but what a
@@ -42,6 +47,50 @@ fn source(header: &HeaderResult<'_>) -> Option<std::net::SocketAddr> {
         },
         _ => None,
     }
+}
+
+const PP2_TYPE_ALPN: u8 = 0x01;
+const PP2_TYPE_AUTHORITY: u8 = 0x02;
+const PP2_TYPE_UNIQUE_ID: u8 = 0x05;
+const PP2_TYPE_SSL: u8 = 0x20;
+const PP2_SUBTYPE_SSL_VERSION: u8 = 0x21;
+const PP2_SUBTYPE_SSL_CN: u8 = 0x22;
+const PP2_TYPE_AWS: u8 = 0xEA;
+const PP2_SUBTYPE_AWS_VPCE_ID: u8 = 0x01;
+
+/// The facts a v2 header's TLVs carry; `Err` when its TLVs do not parse (a malformed
+/// header). Unknown types are skipped, as the specification says.
+fn facts(header: &HeaderResult<'_>) -> Result<ProxyFacts, Refused> {
+    let mut facts = ProxyFacts::default();
+    let HeaderResult::V2(Ok(h)) = header else {
+        return Ok(facts);
+    };
+    for tlv in h.tlvs() {
+        let tlv = tlv.map_err(|_| "proxy_protocol_malformed")?;
+        let value = &tlv.value[..];
+        match tlv.kind {
+            PP2_TYPE_ALPN => facts.alpn = printable(value),
+            PP2_TYPE_AUTHORITY => facts.authority = printable(value),
+            PP2_TYPE_UNIQUE_ID => facts.unique_id = printable(value),
+            // One byte of client flags and four of verify result, then sub-TLVs.
+            PP2_TYPE_SSL if value.len() >= 5 => {
+                for sub in v2::TypeLengthValues::from(&value[5..]) {
+                    let sub = sub.map_err(|_| "proxy_protocol_malformed")?;
+                    match sub.kind {
+                        PP2_SUBTYPE_SSL_VERSION => facts.tls_version = printable(&sub.value),
+                        PP2_SUBTYPE_SSL_CN => facts.tls_client_cn = printable(&sub.value),
+                        _ => {}
+                    }
+                }
+            }
+            PP2_TYPE_SSL => return Err("proxy_protocol_malformed"),
+            PP2_TYPE_AWS if value.first() == Some(&PP2_SUBTYPE_AWS_VPCE_ID) => {
+                facts.aws_vpce_id = printable(&value[1..])
+            }
+            _ => {}
+        }
+    }
+    Ok(facts)
 }
 
 fn length(header: &HeaderResult<'_>) -> usize {
@@ -88,10 +137,10 @@ pub async fn read(
             if !ok {
                 return Err("proxy_protocol_malformed");
             }
-            return Ok((length(&header), source(&header)));
+            return Ok((length(&header), source(&header), facts(&header)?));
         }
     };
-    let (len, client) = match tokio::time::timeout(deadline, read_header).await {
+    let (len, client, facts) = match tokio::time::timeout(deadline, read_header).await {
         Ok(r) => r?,
         Err(_) => return Err("proxy_protocol_missing"),
     };
@@ -102,6 +151,18 @@ pub async fn read(
         let digest = SocketDigest::from_raw_fd(stream.as_raw_fd());
         let _ = digest.peer_addr.set(Some(SocketAddr::Inet(client)));
         stream.set_socket_digest(digest);
+    }
+    if !facts.is_empty() {
+        // The proxy digest is Pingora's place for what a proxy in front said; its own
+        // response head is unused on a downstream connection.
+        let head = pingora_http::ResponseHeader::build(200, Some(0)).ok();
+        if let Some(head) = head {
+            let facts: Box<dyn std::any::Any + Send + Sync> = Box::new(Arc::new(facts));
+            stream.set_proxy_digest(pingora_core::protocols::raw_connect::ProxyDigest::new(
+                Box::new(head),
+                Some(facts),
+            ));
+        }
     }
     Ok(stream)
 }
@@ -138,6 +199,74 @@ mod tests {
             HeaderResult::parse(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"),
             HeaderResult::V1(Ok(_)) | HeaderResult::V2(Ok(_))
         ));
+    }
+
+    fn v2_with(tlvs: &[(u8, &[u8])]) -> Vec<u8> {
+        let mut b = v2::Builder::with_addresses(
+            v2::Version::Two | v2::Command::Proxy,
+            v2::Protocol::Stream,
+            (
+                "203.0.113.7:4711".parse::<std::net::SocketAddr>().unwrap(),
+                "192.0.2.1:443".parse::<std::net::SocketAddr>().unwrap(),
+            ),
+        );
+        for (kind, value) in tlvs {
+            b = b.write_tlv(*kind, value).unwrap();
+        }
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn v2_tlvs_that_matter_are_kept() {
+        // PP2_TYPE_SSL: client flags (1 byte), verify (4 bytes), then sub-TLVs.
+        let mut ssl = vec![0x07, 0, 0, 0, 0];
+        ssl.extend_from_slice(&[PP2_SUBTYPE_SSL_VERSION, 0, 7]);
+        ssl.extend_from_slice(b"TLSv1.3");
+        ssl.extend_from_slice(&[PP2_SUBTYPE_SSL_CN, 0, 10]);
+        ssl.extend_from_slice(b"client one");
+        let header = v2_with(&[
+            (PP2_TYPE_ALPN, b"h2"),
+            (PP2_TYPE_AUTHORITY, b"shop.example"),
+            (PP2_TYPE_UNIQUE_ID, b"req-42"),
+            (PP2_TYPE_SSL, &ssl),
+            (PP2_TYPE_AWS, b"\x01vpce-0123"),
+            (0xE0, b"ignored"),
+            (PP2_TYPE_ALPN + 0x10, b"\x00\x01"),
+        ]);
+        let f = facts(&HeaderResult::parse(&header)).unwrap();
+        assert_eq!(f.alpn.as_deref(), Some("h2"));
+        assert_eq!(f.authority.as_deref(), Some("shop.example"));
+        assert_eq!(f.unique_id.as_deref(), Some("req-42"));
+        assert_eq!(f.tls_version.as_deref(), Some("TLSv1.3"));
+        assert_eq!(f.tls_client_cn.as_deref(), Some("client one"));
+        assert_eq!(f.aws_vpce_id.as_deref(), Some("vpce-0123"));
+        // No TLVs: nothing; v1: nothing; binary junk in a text field: left out.
+        assert!(facts(&HeaderResult::parse(&v2_with(&[])))
+            .unwrap()
+            .is_empty());
+        let v1 = HeaderResult::parse(b"PROXY TCP4 203.0.113.7 192.0.2.1 4711 443\r\n");
+        assert!(facts(&v1).unwrap().is_empty());
+        let junk = v2_with(&[(PP2_TYPE_AUTHORITY, b"a\r\nX-Admin: 1")]);
+        assert_eq!(facts(&HeaderResult::parse(&junk)).unwrap().authority, None);
+    }
+
+    #[test]
+    fn tlvs_that_do_not_parse_are_malformed() {
+        // A TLV claiming more bytes than the header holds.
+        let mut header = v2_with(&[(PP2_TYPE_AUTHORITY, b"shop.example")]);
+        let at = header.len() - 12 - 2;
+        header[at] = 0x00;
+        header[at + 1] = 0x40;
+        assert_eq!(
+            facts(&HeaderResult::parse(&header)),
+            Err("proxy_protocol_malformed")
+        );
+        // An SSL TLV too short for its own fields.
+        let short = v2_with(&[(PP2_TYPE_SSL, b"\x01\x00")]);
+        assert_eq!(
+            facts(&HeaderResult::parse(&short)),
+            Err("proxy_protocol_malformed")
+        );
     }
 
     #[test]

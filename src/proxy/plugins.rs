@@ -4,7 +4,8 @@
 
 use crate::snapshot::Snapshot;
 use pingora_http::RequestHeader;
-use tether_plugins::{Flow, Route};
+use std::sync::Arc;
+use tether_plugins::{Connection, Flow, ProxyFacts, Route};
 
 /// Where the plugins send a request.
 pub struct Routed {
@@ -28,6 +29,7 @@ pub async fn route(
     start: usize,
     route_chain: Option<&tether_plugins::Chain>,
     req: &mut RequestHeader,
+    conn: &Connection,
 ) -> Result<Routed, Answer> {
     let mut routed = Routed {
         cluster: start,
@@ -38,10 +40,10 @@ pub async fn route(
         if chain.is_empty() {
             continue;
         }
-        if let Flow::Respond { status, body } = chain.request(req).await {
+        if let Flow::Respond { status, body } = chain.request(req, conn).await {
             return Err(Answer { status, body });
         }
-        match chain.route(req).await {
+        match chain.route(req, conn).await {
             Route::Continue => {}
             Route::Respond { status, body } => return Err(Answer { status, body }),
             // Plugins are built against the snapshot's own clusters (see `Chain::new`); a
@@ -55,10 +57,10 @@ pub async fn route(
     }
     let chain = &snapshot.cluster_chains[routed.cluster];
     if !chain.is_empty() {
-        if let Flow::Respond { status, body } = chain.request(req).await {
+        if let Flow::Respond { status, body } = chain.request(req, conn).await {
             return Err(Answer { status, body });
         }
-        match chain.route(req).await {
+        match chain.route(req, conn).await {
             Route::Respond { status, body } => return Err(Answer { status, body }),
             // A cluster's plugins choose among its own servers only.
             Route::To(t) if t.cluster == routed.cluster && valid(snapshot, t) => {
@@ -68,6 +70,17 @@ pub async fn route(
         }
     }
     Ok(routed)
+}
+
+/// What the connection's PROXY protocol v2 header said (the listener keeps it in the
+/// connection's proxy digest, which Pingora hands to every request, HTTP/1 or HTTP/2).
+fn proxy_facts(session: &pingora_proxy::Session) -> Option<Arc<ProxyFacts>> {
+    let digest = session.digest()?.proxy_digest.as_ref()?;
+    digest
+        .user_data
+        .as_ref()?
+        .downcast_ref::<Arc<ProxyFacts>>()
+        .cloned()
 }
 
 /// Does `t` name a cluster (and server) of `snapshot`?
@@ -88,12 +101,17 @@ pub(super) async fn choose(
     start: usize,
     route_chain: Option<&tether_plugins::Chain>,
 ) -> pingora_core::Result<Option<usize>> {
+    let conn = Connection {
+        client: ctx.client,
+        proxy: proxy_facts(session),
+    };
     let routed = route(
         snapshot,
         listener,
         start,
         route_chain,
         session.req_header_mut(),
+        &conn,
     )
     .await;
     match routed {
