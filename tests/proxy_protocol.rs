@@ -33,6 +33,11 @@ fn haproxy(dir: &std::path::Path, tether: SocketAddr) -> (Haproxy, SocketAddr, S
          frontend v2\n  bind {v2}\n  default_backend to_v2\n\
          backend to_v2\n  server t {tether} send-proxy-v2\n"
     );
+    (run_haproxy(dir, &cfg, &[v1, v2]), v1, v2)
+}
+
+/// HAProxy with `cfg` (written in `dir`), once it listens on every one of `fronts`.
+fn run_haproxy(dir: &std::path::Path, cfg: &str, fronts: &[SocketAddr]) -> Haproxy {
     let file = dir.join("haproxy.cfg");
     std::fs::write(&file, cfg).unwrap();
     let child = Command::new("haproxy")
@@ -45,11 +50,14 @@ fn haproxy(dir: &std::path::Path, tether: SocketAddr) -> (Haproxy, SocketAddr, S
         .expect("haproxy (apt-get install haproxy; ./run test installs it)");
     let h = Haproxy(child);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(v1).is_err() || std::net::TcpStream::connect(v2).is_err() {
+    while fronts
+        .iter()
+        .any(|a| std::net::TcpStream::connect(a).is_err())
+    {
         assert!(Instant::now() < deadline, "haproxy did not start");
         std::thread::sleep(Duration::from_millis(20));
     }
-    (h, v1, v2)
+    h
 }
 
 /// nginx's `stream` module in front of `tether` with `proxy_protocol on` (v1).
@@ -264,21 +272,7 @@ async fn plugins_route_on_the_authority_haproxy_sends_and_on_the_client() {
         pem_b.display(),
         t.addr
     );
-    let file = dir.join("haproxy.cfg");
-    std::fs::write(&file, cfg).unwrap();
-    let child = Command::new("haproxy")
-        .args(["-db", "-f"])
-        .arg(&file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("haproxy");
-    let _haproxy = Haproxy(child);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(front).is_err() {
-        assert!(Instant::now() < deadline, "haproxy did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let _haproxy = run_haproxy(&dir, &cfg, &[front]);
     let curl = |name: &'static str, from: &'static str, http2: bool| {
         let ca = pki.path("ca.pem");
         let port = front.port();

@@ -63,6 +63,29 @@ async fn start_with(listener: &str, more: &str) -> (WasCluster, WebSphereSim, Te
     (cluster, sim, t)
 }
 
+/// Writes `conf`, reloads (SIGHUP), and waits up to 5 s until a request through `proxy`
+/// names the client its `X-Forwarded-For` gives (the reload made `proxy` trusted).
+async fn reload_until_trusted(t: &Tether, sim: &WebSphereSim, conf: &str, proxy: &str) {
+    std::fs::write(t.config_path(), conf).unwrap();
+    let pid = t.pid().to_string();
+    std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        assert_eq!(get_from(t, proxy, "/r", &["198.51.100.1"]).await, 200);
+        if header(sim, "$wsra").as_deref() == Some("198.51.100.1") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after the reload, {proxy} is a trusted proxy"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_behind_trusted_proxies_is_named_and_strangers_cannot_claim_one() {
     let (_cluster, sim, t) = start("    trusted_proxies: [\"127.0.0.2\", \"10.0.0.0/8\"]\n").await;
@@ -116,27 +139,7 @@ async fn without_trusted_proxies_nothing_changes_and_bad_entries_are_named() {
         1,
     );
     assert_ne!(with, conf);
-    std::fs::write(t.config_path(), with).unwrap();
-    let pid = t.pid().to_string();
-    std::process::Command::new("kill")
-        .args(["-HUP", &pid])
-        .status()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        assert_eq!(
-            get_from(&t, "127.0.0.2", "/r", &["198.51.100.1"]).await,
-            200
-        );
-        if header(&sim, "$wsra").as_deref() == Some("198.51.100.1") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the reload applies trusted_proxies"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    reload_until_trusted(&t, &sim, &with, "127.0.0.2").await;
 
     let base = "listeners:\n  - name: web\n    address: \"127.0.0.1:8080\"\n    cluster: c\n";
     let tail =
@@ -191,25 +194,5 @@ async fn a_reload_that_reorders_listeners_keeps_each_ones_trusted_proxies() {
         &conf[web..other].replace("127.0.0.2", "127.0.0.5"),
         &conf[tail..]
     );
-    std::fs::write(t.config_path(), reordered).unwrap();
-    let pid = t.pid().to_string();
-    std::process::Command::new("kill")
-        .args(["-HUP", &pid])
-        .status()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        assert_eq!(
-            get_from(&t, "127.0.0.5", "/r", &["198.51.100.1"]).await,
-            200
-        );
-        if header(&sim, "$wsra").as_deref() == Some("198.51.100.1") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "web trusts 127.0.0.5 after the reload"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    reload_until_trusted(&t, &sim, &reordered, "127.0.0.5").await;
 }
