@@ -21,6 +21,7 @@ pub mod shared_state;
 mod tls;
 mod validate;
 
+pub use check::written_duration;
 pub use error::{ConfigError, ConfigErrors};
 pub use model::*;
 pub use tether_plugins::parse_duration;

@@ -84,7 +84,11 @@ impl Check<'_> {
 
 /// A duration as the config would write it (`500ms`, `10s`, `2m`, `1h`).
 fn shown(d: Duration) -> String {
-    let ms = d.as_millis();
+    written_duration(d.as_millis() as u64)
+}
+
+/// A duration of `ms` milliseconds as tether writes it: `0s`, `1h`, `2m`, `10s`, `1500ms`.
+pub fn written_duration(ms: u64) -> String {
     match ms {
         0 => "0s".into(),
         ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),

@@ -254,16 +254,9 @@ fn value(v: &Value) -> String {
     }
 }
 
-/// A duration as tether writes it: `0s`, `1h`, `2m`, `10s`, `1500ms`.
-pub fn duration(ms: u64) -> String {
-    match ms {
-        0 => "0s".into(),
-        ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
-        ms if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
-        ms if ms % 1_000 == 0 => format!("{}s", ms / 1_000),
-        ms => format!("{ms}ms"),
-    }
-}
+/// A duration as tether writes it: `0s`, `1h`, `2m`, `10s`, `1500ms` (the config's own
+/// writer, so that what an importer writes reads back as the same value).
+pub use crate::config::written_duration as duration;
 
 /// A string plain when YAML reads it back as the same string, else double-quoted.
 pub fn scalar_str(s: &str) -> String {
