@@ -146,12 +146,13 @@ impl Listener {
         from: &[ipnet::IpNet],
         deadline: Duration,
     ) -> Option<Stream> {
-        let l4 = stream
+        let mut l4 = stream
             .into_any()
             .downcast::<pingora_core::protocols::l4::stream::Stream>()
             .ok()?;
-        match proxy_protocol::read(*l4, from, deadline).await {
-            Ok(l4) => Some(Box::new(l4)),
+        match proxy_protocol::read(&mut l4, from, deadline).await {
+            Ok(()) => Some(l4),
+            // Counted before the stream is dropped: whoever sees the close sees the count.
             Err(reason) => {
                 metrics::client_closed(&self.name, reason);
                 None

@@ -101,13 +101,15 @@ fn length(header: &HeaderResult<'_>) -> usize {
     }
 }
 
-/// Reads the header from a new connection within `deadline`: the stream, with the bytes
-/// read past the header put back, and its peer address set to the client's.
+/// Reads the header from a new connection within `deadline`; the stream is left with the
+/// bytes read past the header put back and its peer address set to the client's. On a
+/// refusal the caller still holds the stream, so that it counts the refusal before the
+/// close can be seen.
 pub async fn read(
-    mut stream: L4Stream,
+    stream: &mut L4Stream,
     from: &[IpNet],
     deadline: Duration,
-) -> Result<L4Stream, Refused> {
+) -> Result<(), Refused> {
     let peer = stream
         .get_socket_digest()
         .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).map(|a| a.ip()));
@@ -164,7 +166,7 @@ pub async fn read(
             ));
         }
     }
-    Ok(stream)
+    Ok(())
 }
 
 #[cfg(test)]
