@@ -59,10 +59,10 @@ impl ClientLimiter {
         });
         let kept = previous.filter(|_| same_keys);
         let connections = limits.connections.map(|_| {
-            let fresh = Connections::new(max_connections);
+            // A kept table is reused without building a new one to compare with.
             kept.and_then(|p| p.connections.clone())
-                .filter(|c| c.slots() == fresh.slots())
-                .unwrap_or_else(|| Arc::new(fresh))
+                .filter(|c| c.slots() == Connections::slots_for(max_connections))
+                .unwrap_or_else(|| Arc::new(Connections::new(max_connections)))
         });
         let requests = limits.requests.map(|_| {
             kept.filter(|p| p.limits.per == limits.per && p.limits.clients == limits.clients)

@@ -31,8 +31,13 @@ impl Connections {
     /// Counts sized for `most` open connections (the listener's `max_connections`): twice
     /// as many cells per row, rounded up to a power of two, 64 bytes per connection.
     pub fn new(most: usize) -> Self {
-        let slots = (most * 2).next_power_of_two().max(FEWEST);
+        let slots = Connections::slots_for(most);
         Connections(Estimator::new(ROWS, slots), slots)
+    }
+
+    /// The cells per row of counts sized for `most` open connections.
+    pub fn slots_for(most: usize) -> usize {
+        (most * 2).next_power_of_two().max(FEWEST)
     }
 
     /// The connections it is sized for (cells per row).
