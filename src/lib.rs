@@ -10,6 +10,7 @@ pub mod demo;
 pub mod fast_stop;
 pub mod fleet;
 pub mod health;
+pub mod http1;
 pub mod import;
 pub mod lean;
 pub mod listener;

@@ -1,9 +1,11 @@
-//! Checks of a client's request head before it is routed: exactly one `Host` on HTTP/1.1
-//! (RFC 9112 §3.2), one `Content-Length` value (RFC 9110 §8.6), and a `Transfer-Encoding`
-//! that frames the body alone and ends in `chunked` (RFC 9112 §6.1, §6.3), as nginx does.
-//! Every refusal is answered 400 and the connection closed.
+//! Checks of a client's request head before it is routed, on pingora-proxy's path: the
+//! framing policy both engines share (`crate::http1::framing`: one `Host`, one
+//! `Content-Length` value, a `Transfer-Encoding` that frames the body alone and ends in
+//! `chunked`), applied to the head Pingora parsed. Every refusal is answered 400 and the
+//! connection closed.
 
-use http::header::{CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
+use crate::http1::framing::{self, Body};
+use http::header::CONTENT_LENGTH;
 use http::Version;
 use pingora_http::RequestHeader;
 
@@ -12,62 +14,42 @@ pub type Refusal = &'static str;
 
 /// Checks `req`, collapsing a repeated `Content-Length` of one value (`5, 5`, or two equal
 /// lines) into one line, so the server sees the framing Pingora used. `raw_head` is the
-/// head as the client sent it (HTTP/1), for what Pingora removed from `req`.
+/// head as the client sent it (HTTP/1), for what Pingora removed from `req`: it frames a
+/// body by `Transfer-Encoding` and drops a `Content-Length` beside it, but a front end that
+/// framed it by the `Content-Length` would see the rest as part of this body, and tether
+/// would serve it as the next request (CL.TE request smuggling).
 pub fn check(req: &mut RequestHeader, raw_head: Option<&[u8]>) -> Result<(), Refusal> {
-    if req.version <= Version::HTTP_11 && req.headers.contains_key(TRANSFER_ENCODING) {
-        transfer_encoding(req, raw_head)?;
-    }
-    if req.version <= Version::HTTP_11 {
-        let mut hosts = req.headers.get_all(HOST).iter();
-        let first = hosts.next();
-        if hosts.next().is_some() {
-            return Err("400 Bad Request: more than one Host header\n");
+    let fields = req
+        .headers
+        .iter()
+        .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes()));
+    let body = match req.version {
+        Version::HTTP_10 | Version::HTTP_11 => {
+            let minor = u8::from(req.version == Version::HTTP_11);
+            framing::frame(minor, fields).map_err(|r| r.why)?.body
         }
-        if first.is_none() && req.version == Version::HTTP_11 {
-            return Err("400 Bad Request: HTTP/1.1 requires a Host header\n");
-        }
-    }
-    let mut lengths = req.headers.get_all(CONTENT_LENGTH).iter();
-    let repeated = match lengths.next() {
-        None => false,
-        Some(first) => lengths.next().is_some() || first.as_bytes().contains(&b','),
+        // HTTP/2 frames its bodies itself; a `Content-Length` must still be one number.
+        _ => framing::length_only(fields).map_err(|r| r.why)?,
     };
-    if repeated {
-        // Rare (a repeated header): the one allocation of the number's text is fine here.
-        let length = one_length(req)?;
-        let _ = req.insert_header(CONTENT_LENGTH, length.to_string());
+    match body {
+        Body::Chunked if raw_head.is_some_and(has_content_length) => {
+            Err("400 Bad Request: both Content-Length and Transfer-Encoding\n")
+        }
+        Body::Length(n) if repeated(req) => {
+            // Rare (a repeated header): the one allocation of the number's text is fine here.
+            let _ = req.insert_header(CONTENT_LENGTH, n.to_string());
+            Ok(())
+        }
+        _ => Ok(()),
     }
-    Ok(())
 }
 
-/// A request body framed by `Transfer-Encoding`. Pingora frames it by the last coding
-/// being `chunked` and drops a `Content-Length` beside it (keeping the connection open,
-/// which tether's keep-alive setting undid); but a front end that framed it by the
-/// `Content-Length` would see the rest as part of this body, and tether would serve it as
-/// the next request (CL.TE request smuggling). So, as nginx does, refuse:
-/// - `Transfer-Encoding` with `Content-Length` (RFC 9112 §6.1: the server must close the
-///   connection after such a request in any case);
-/// - codings that do not end in `chunked` (the length cannot be known, §6.3);
-/// - `Transfer-Encoding` in an HTTP/1.0 request (a 1.0 hop cannot have framed it, §6.1).
-fn transfer_encoding(req: &RequestHeader, raw_head: Option<&[u8]>) -> Result<(), Refusal> {
-    if req.version < Version::HTTP_11 {
-        return Err("400 Bad Request: Transfer-Encoding in an HTTP/1.0 request\n");
-    }
-    if req.headers.contains_key(CONTENT_LENGTH) || raw_head.is_some_and(has_content_length) {
-        return Err("400 Bad Request: both Content-Length and Transfer-Encoding\n");
-    }
-    // The last coding of the last field, exactly as Pingora frames by it (`chunked, ` ends
-    // in an empty coding: not chunked).
-    let last = req
-        .headers
-        .get_all(TRANSFER_ENCODING)
-        .iter()
-        .next_back()
-        .and_then(|v| v.as_bytes().rsplit(|&b| b == b',').next())
-        .map(<[u8]>::trim_ascii);
-    match last {
-        Some(c) if c.eq_ignore_ascii_case(b"chunked") => Ok(()),
-        _ => Err("400 Bad Request: a Transfer-Encoding that does not end in chunked\n"),
+/// More than one `Content-Length` line, or a list in one.
+fn repeated(req: &RequestHeader) -> bool {
+    let mut lengths = req.headers.get_all(CONTENT_LENGTH).iter();
+    match lengths.next() {
+        None => false,
+        Some(first) => lengths.next().is_some() || first.as_bytes().contains(&b','),
     }
 }
 
@@ -77,26 +59,6 @@ fn has_content_length(head: &[u8]) -> bool {
     head.split(|&b| b == b'\n')
         .skip(1)
         .any(|line| line.len() >= NAME.len() && line[..NAME.len()].eq_ignore_ascii_case(NAME))
-}
-
-/// The single value every `Content-Length` line and list element agrees on.
-fn one_length(req: &RequestHeader) -> Result<u64, Refusal> {
-    let mut found: Option<u64> = None;
-    for line in req.headers.get_all(CONTENT_LENGTH) {
-        for part in line.as_bytes().split(|&b| b == b',') {
-            let part = part.trim_ascii();
-            let n = std::str::from_utf8(part)
-                .ok()
-                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|s| s.parse::<u64>().ok())
-                .ok_or("400 Bad Request: invalid Content-Length\n")?;
-            if found.is_some_and(|f| f != n) {
-                return Err("400 Bad Request: conflicting Content-Length values\n");
-            }
-            found = Some(n);
-        }
-    }
-    found.ok_or("400 Bad Request: invalid Content-Length\n")
 }
 
 #[cfg(test)]
