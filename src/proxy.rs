@@ -19,6 +19,7 @@ mod request_checks;
 mod respond;
 mod route;
 mod secure;
+mod upstream_fields;
 mod websphere;
 
 pub use ctx::RequestCtx;
@@ -121,7 +122,7 @@ impl TetherProxy {
             .map(|a| a.ip());
         ctx.client = client::client_of(
             peer,
-            session.req_header(),
+            &session.req_header().headers,
             &snapshot.trusted_proxies[self.listener],
         );
         if let (Some(limiter), Some(client)) = (&snapshot.client_limits[self.listener], ctx.client)

@@ -6,6 +6,7 @@
 
 mod clock;
 mod decision;
+mod fields;
 mod live;
 mod partitions;
 mod ring;
@@ -17,6 +18,7 @@ mod wspt;
 
 pub use clock::{ms_at, now_ms};
 pub use decision::{Decision, Outcome, Reject};
+pub use fields::Fields;
 pub use live::{Health, ServerLive};
 pub use partitions::{clone_tag, partition_key, wall_ms, Change, Insert, PartitionTable};
 pub use router::learn::Learned;

@@ -4,11 +4,11 @@
 //! (`$WSRA`/`$WSRH`, the access log) uses it; `X-Forwarded-For` itself is passed on as it
 //! came, with the peer appended.
 
+use crate::routing::Fields;
 use ipnet::IpNet;
-use pingora_http::RequestHeader;
 use std::net::IpAddr;
 
-const XFF: &str = "x-forwarded-for";
+const XFF: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
 
 fn trusted(ip: IpAddr, proxies: &[IpNet]) -> bool {
     crate::config::in_cidrs(ip, proxies)
@@ -18,14 +18,14 @@ fn trusted(ip: IpAddr, proxies: &[IpNet]) -> bool {
 /// in order) from the right while the addresses are trusted proxies; the first one that is
 /// not is the client. When every address is a trusted proxy, the left-most one is; an entry
 /// that is not an address ends the walk at the trusted address to its right. No allocation.
-pub fn client_of(peer: Option<IpAddr>, req: &RequestHeader, proxies: &[IpNet]) -> Option<IpAddr> {
+pub fn client_of(peer: Option<IpAddr>, fields: &impl Fields, proxies: &[IpNet]) -> Option<IpAddr> {
     let peer = peer?;
     if proxies.is_empty() || !trusted(peer, proxies) {
         return Some(peer);
     }
     let mut client = peer;
-    for field in req.headers.get_all(XFF).iter().rev() {
-        for entry in field.as_bytes().rsplit(|&b| b == b',') {
+    for field in fields.values(&XFF).rev() {
+        for entry in field.rsplit(|&b| b == b',') {
             let Some(ip) = parse(entry) else {
                 return Some(client);
             };
@@ -56,6 +56,7 @@ fn parse(entry: &[u8]) -> Option<IpAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pingora_http::RequestHeader;
 
     fn nets(list: &[&str]) -> Vec<IpNet> {
         list.iter().map(|n| n.parse().unwrap()).collect()
@@ -108,7 +109,7 @@ mod tests {
         ];
         for (peer, xff, want) in cases {
             assert_eq!(
-                client_of(ip(peer), &req(xff), &cdn),
+                client_of(ip(peer), &req(xff).headers, &cdn),
                 ip(want),
                 "{peer} {xff:?}"
             );
@@ -118,11 +119,11 @@ mod tests {
     #[test]
     fn without_trusted_proxies_the_peer_is_the_client() {
         assert_eq!(
-            client_of(ip("192.0.2.1"), &req(&["203.0.113.7"]), &[]),
+            client_of(ip("192.0.2.1"), &req(&["203.0.113.7"]).headers, &[]),
             ip("192.0.2.1")
         );
         assert_eq!(
-            client_of(None, &req(&["203.0.113.7"]), &nets(&["0.0.0.0/0"])),
+            client_of(None, &req(&["203.0.113.7"]).headers, &nets(&["0.0.0.0/0"])),
             None
         );
     }

@@ -1,7 +1,6 @@
 //! `X-Forwarded-For`, `-Proto` and `-Host` for the upstream request.
 
-use http::header::{HeaderValue, HOST};
-use pingora_http::RequestHeader;
+use super::upstream_fields::UpstreamFields;
 use std::io::Write;
 use std::net::IpAddr;
 
@@ -22,41 +21,23 @@ pub fn write_on_stack(buf: &mut [u8; 48], value: impl std::fmt::Display) -> &[u8
 
 /// Adds the client to `X-Forwarded-For` (appending to what the client sent, like nginx's
 /// `$proxy_add_x_forwarded_for`) and sets `X-Forwarded-Proto` and `-Host` from this hop.
-pub fn set_forwarded(req: &mut RequestHeader, client: Option<IpAddr>, tls: bool) {
+pub fn set_forwarded(req: &mut impl UpstreamFields, client: Option<IpAddr>, tls: bool) {
     if let Some(ip) = client {
         let mut buf = [0u8; 48];
-        let ip = write_on_stack(&mut buf, ip);
-        let value = match req.headers.get(XFF) {
-            Some(old) if !old.is_empty() => {
-                let mut joined = Vec::with_capacity(old.len() + 2 + ip.len());
-                joined.extend_from_slice(old.as_bytes());
-                joined.extend_from_slice(b", ");
-                joined.extend_from_slice(ip);
-                HeaderValue::from_bytes(&joined)
-            }
-            _ => HeaderValue::from_bytes(ip),
-        };
-        if let Ok(v) = value {
-            let _ = req.insert_header(XFF, v);
-        }
+        req.append_list(XFF, write_on_stack(&mut buf, ip));
     }
-    let proto = HeaderValue::from_static(if tls { "https" } else { "http" });
-    let _ = req.insert_header(XFP, proto);
+    req.set_static(XFP, if tls { "https" } else { "http" });
     // Set from this hop's `Host`, or removed: never the client's own (an HTTP/1.0 request
     // may come without `Host`, and the application would believe what it claims).
-    match req.headers.get(HOST).cloned() {
-        Some(host) => {
-            let _ = req.insert_header(XFH, host);
-        }
-        None => {
-            req.remove_header(XFH);
-        }
+    if !req.copy_field("host", XFH) {
+        req.remove(XFH);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pingora_http::RequestHeader;
 
     fn header(req: &RequestHeader, name: &str) -> Option<String> {
         req.headers

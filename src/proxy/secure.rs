@@ -3,11 +3,11 @@
 //! client certificate, session id, cipher strength). WebSphere's `$WS*` headers are set in
 //! `websphere`; Tomcat's `SSLValve` headers here.
 
+use super::upstream_fields::UpstreamFields;
 use crate::config::SslHeaders;
 use crate::tls::ConnTls;
 use base64::Engine;
 use pingora_core::protocols::tls::SslDigest;
-use pingora_http::RequestHeader;
 use pingora_proxy::Session;
 use std::sync::Arc;
 
@@ -52,32 +52,29 @@ impl Secure {
 }
 
 /// Sets (or removes, so a client cannot send them) Tomcat's `SSLValve` headers.
-pub fn set_ssl_headers(req: &mut RequestHeader, names: &SslHeaders, tls: Option<&Secure>) {
+pub fn set_ssl_headers(req: &mut impl UpstreamFields, names: &SslHeaders, tls: Option<&Secure>) {
     for name in [
         &names.client_cert,
         &names.cipher,
         &names.session_id,
         &names.key_size,
     ] {
-        req.remove_header(name.as_str());
+        req.remove(name.as_str());
     }
     let Some(tls) = tls else { return };
-    let set = |req: &mut RequestHeader, name: &String, value: Option<String>| {
-        if let Some(v) = value {
-            let _ = req.insert_header(name.clone(), v);
-        }
-    };
-    set(req, &names.cipher, Some(tls.cipher().to_string()));
-    set(req, &names.client_cert, tls.client_cert_pem_line());
+    req.set_named(&names.cipher, tls.cipher().as_bytes());
+    if let Some(pem) = tls.client_cert_pem_line() {
+        req.set_named(&names.client_cert, pem.as_bytes());
+    }
     let conn = tls.conn();
-    set(
-        req,
-        &names.session_id,
-        conn.and_then(|c| c.session_id.clone()),
-    );
-    set(
-        req,
-        &names.key_size,
-        conn.and_then(|c| c.cipher_bits).map(|b| b.to_string()),
-    );
+    if let Some(id) = conn.and_then(|c| c.session_id.as_deref()) {
+        req.set_named(&names.session_id, id.as_bytes());
+    }
+    if let Some(bits) = conn.and_then(|c| c.cipher_bits) {
+        let mut buf = [0u8; 48];
+        req.set_named(
+            &names.key_size,
+            super::forwarded::write_on_stack(&mut buf, bits),
+        );
+    }
 }

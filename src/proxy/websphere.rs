@@ -2,8 +2,9 @@
 //! plug-in's `$WSRA`… headers when configured, `$WSPT` learned and hidden (DESIGN section 3).
 
 use super::forwarded::write_on_stack;
+use super::upstream_fields::UpstreamFields;
 use crate::routing::{ClusterRouter, Outcome};
-use http::header::{HeaderName, HeaderValue, HOST};
+use http::header::HeaderName;
 use log::debug;
 use pingora_http::{RequestHeader, ResponseHeader};
 use std::net::SocketAddr;
@@ -49,7 +50,7 @@ pub fn needs_failover_tag(outcome: Option<Outcome>) -> bool {
 /// Sets the WebSphere headers of one upstream attempt; true when it carries `$WSFO`.
 pub fn tag_request(
     router: &ClusterRouter,
-    req: &mut RequestHeader,
+    req: &mut impl UpstreamFields,
     outcome: Option<Outcome>,
     client: Option<std::net::IpAddr>,
     local: Option<SocketAddr>,
@@ -58,54 +59,50 @@ pub fn tag_request(
 ) -> bool {
     let tagged = needs_failover_tag(outcome);
     if tagged {
-        let _ = req.insert_header(WSFO, HeaderValue::from_static("true"));
+        req.set_static(WSFO, "true");
     } else {
-        // A retry reuses the request head: take a tag of an earlier attempt back off.
-        req.remove_header(WSFO);
+        req.remove(WSFO);
     }
     if !router.private_headers() {
         return tagged;
     }
     let mut buf = [0u8; 48];
     if let Some(client) = client {
-        let ip = HeaderValue::from_bytes(write_on_stack(&mut buf, client));
-        if let Ok(ip) = ip {
-            let _ = req.insert_header(WSRA, ip.clone());
-            // The plug-in puts the client's host name here; tether does no reverse DNS.
-            let _ = req.insert_header(WSRH, ip);
-        }
+        let ip = write_on_stack(&mut buf, client);
+        req.set(WSRA, ip);
+        req.set(WSRH, ip);
     }
-    // What `request.isSecure()`, `getScheme()` and `getProtocol()` return in the application.
     let (scheme, secure) = if tls.is_some() {
         ("https", "true")
     } else {
         ("http", "false")
     };
-    let _ = req.insert_header(WSSC, HeaderValue::from_static(scheme));
-    let _ = req.insert_header(WSIS, HeaderValue::from_static(secure));
-    let protocol = if http2 { "HTTP/2.0" } else { "HTTP/1.1" };
-    let _ = req.insert_header(WSPR, HeaderValue::from_static(protocol));
+    req.set_static(WSSC, scheme);
+    req.set_static(WSIS, secure);
+    req.set_static(WSPR, if http2 { "HTTP/2.0" } else { "HTTP/1.1" });
     if let Some(tls) = tls {
-        if let Ok(cipher) = HeaderValue::from_str(tls.cipher()) {
-            let _ = req.insert_header(WSCS, cipher);
-        }
-        // Client-certificate authentication in the application reads this.
-        if let Some(cert) = tls
-            .client_cert_base64()
-            .and_then(|c| HeaderValue::from_str(&c).ok())
-        {
-            let _ = req.insert_header(WSCC, cert);
+        req.set(WSCS, tls.cipher().as_bytes());
+        if let Some(cert) = tls.client_cert_base64() {
+            req.set(WSCC, cert.as_bytes());
         }
     }
-    let host = req.headers.get(HOST).map(|h| h.as_bytes());
-    let server_name = host.map(|h| host_without_port(h).to_vec());
-    if let Some(name) = server_name.and_then(|n| HeaderValue::from_bytes(&n).ok()) {
-        let _ = req.insert_header(WSSN, name);
+    // The host is copied out of the head before the head is written to: to the stack, as
+    // a host name is at most 255 bytes (RFC 1035); a longer one is rare enough to allocate.
+    let mut name = [0u8; 256];
+    match req.get("host").map(host_without_port) {
+        Some(h) if h.len() <= name.len() => {
+            let len = h.len();
+            name[..len].copy_from_slice(h);
+            req.set(WSSN, &name[..len]);
+        }
+        Some(h) => {
+            let h = h.to_vec();
+            req.set(WSSN, &h);
+        }
+        None => {}
     }
     if let Some(local) = local {
-        if let Ok(port) = HeaderValue::from_bytes(write_on_stack(&mut buf, local.port())) {
-            let _ = req.insert_header(WSSP, port);
-        }
+        req.set(WSSP, write_on_stack(&mut buf, local.port()));
     }
     tagged
 }

@@ -4,6 +4,7 @@ pub mod learn;
 mod pick;
 
 use super::decision::Decision;
+use super::fields::Fields;
 use super::live::ServerLive;
 use super::partitions::{clone_tag, PartitionTable};
 use super::ring::Ring;
@@ -11,7 +12,7 @@ use super::session_id::{cookie_values, path_parameter};
 use super::tried::Tried;
 use super::wrr::Schedule;
 use crate::config::{Balance, Cluster, HealthCheck, Server, SessionStyle};
-use http::header::{HeaderMap, HeaderName, COOKIE};
+use http::header::{HeaderName, COOKIE};
 use pick::{Pending, Pick};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -215,7 +216,7 @@ impl ClusterRouter {
 
     /// Chooses the server for a request whose raw path (with query) is `path`.
     /// `tried` holds the servers this request already failed on; `now` is [`super::now_ms`].
-    pub fn decide(&self, path: &[u8], headers: &HeaderMap, tried: &Tried, now: u64) -> Decision {
+    pub fn decide(&self, path: &[u8], headers: &impl Fields, tried: &Tried, now: u64) -> Decision {
         self.decide_with(path, headers, tried, now, None)
     }
 
@@ -225,7 +226,7 @@ impl ClusterRouter {
     pub fn decide_with(
         &self,
         path: &[u8],
-        headers: &HeaderMap,
+        headers: &impl Fields,
         tried: &Tried,
         now: u64,
         preferred: Option<usize>,
@@ -245,15 +246,15 @@ impl ClusterRouter {
                 return d;
             }
         } else {
-            for value in headers.get_all(COOKIE) {
-                for sid in cookie_values(value.as_bytes(), &self.cookie) {
+            for value in headers.values(&COOKIE) {
+                for sid in cookie_values(value, &self.cookie) {
                     if let Some(d) = ctx.consider(sid, &mut pending) {
                         return d;
                     }
                 }
             }
-            if let Some(sid) = self.session_header.as_ref().and_then(|h| headers.get(h)) {
-                if let Some(d) = ctx.consider(sid.as_bytes(), &mut pending) {
+            if let Some(sid) = self.session_header.as_ref().and_then(|h| headers.first(h)) {
+                if let Some(d) = ctx.consider(sid, &mut pending) {
                     return d;
                 }
             }

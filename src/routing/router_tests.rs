@@ -4,6 +4,7 @@
 use super::*;
 use crate::config::{Balance, Cluster, Server, ServerState, SessionStyle};
 use crate::routing::{Outcome, Reject};
+use http::header::HeaderMap;
 use http::header::{HeaderName, HeaderValue};
 use std::net::SocketAddr;
 use std::time::Duration;
