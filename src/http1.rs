@@ -5,3 +5,4 @@
 pub mod chunked;
 pub mod framing;
 pub mod head;
+pub mod response;

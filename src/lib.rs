@@ -7,6 +7,7 @@ pub mod client_limits;
 pub mod config;
 pub mod control;
 pub mod demo;
+pub mod engine;
 pub mod fast_stop;
 pub mod fleet;
 pub mod health;

@@ -9,8 +9,9 @@
 //! (`head_read`) in its first phase; a deadline that passes before that drops the request,
 //! which closes the connection. Nothing was sent upstream then, so nothing is cut short.
 //!
-//! With `http1: lean`, HTTP/1 requests go through [`crate::lean`] instead, until one it
-//! does not take is handed over; the connection then stays with Pingora's proxy.
+//! With `http1: lean`, HTTP/1 requests go through [`crate::lean`] instead, and with
+//! `http1: engine` through tether's own engine ([`crate::engine`]), until one it does not
+//! take is handed over; the connection then stays with Pingora's proxy.
 
 mod accept;
 mod head_limit;
@@ -20,6 +21,7 @@ use head_limit::HeadBudget;
 pub use head_limit::HeadLimited;
 
 use crate::client_limits;
+use crate::engine::{Engine, Next};
 use crate::lean::{Lean, Served};
 use crate::metrics;
 use crate::proxy::TetherProxy;
@@ -78,6 +80,8 @@ pub struct Listener {
     h2c: bool,
     /// The lean HTTP/1 path, when the listener has `http1: lean` (fixed at start).
     lean: Option<Lean>,
+    /// tether's HTTP/1 engine, when the listener has `http1: engine` (fixed at start).
+    engine: Option<Engine>,
 }
 
 impl Listener {
@@ -89,7 +93,7 @@ impl Listener {
         index: usize,
         name: String,
         h2c: bool,
-        lean: Option<Lean>,
+        (lean, engine): (Option<Lean>, Option<Engine>),
     ) -> Self {
         if h2c {
             // Pingora's HTTP/2 path checks the preface again (it is only peeked at).
@@ -106,6 +110,7 @@ impl Listener {
             full_log: crate::logging::Every::new(10_000),
             h2c,
             lean,
+            engine,
         }
     }
 
@@ -253,6 +258,36 @@ impl Listener {
     }
 }
 
+impl Listener {
+    /// An HTTP/1 connection's requests through tether's engine, until one is handed over:
+    /// then the connection goes on with Pingora's proxy.
+    async fn engine_loop(
+        &self,
+        engine: &Engine,
+        stream: Stream,
+        shutdown: &ShutdownWatch,
+        budget: &HeadBudget,
+        (mut deadline, mut max_head): (Duration, usize),
+    ) -> Option<Stream> {
+        let mut conn = crate::engine::Conn::new(stream);
+        loop {
+            budget.start(max_head);
+            let stopping = *shutdown.borrow();
+            let serve = pin!(engine.serve(conn, stopping));
+            match self.within_deadline(serve, deadline, budget).await? {
+                Next::KeepAlive(c) => conn = c,
+                Next::Close => return None,
+                // The handed-over head was read already; Pingora's proxy lifts its deadline.
+                Next::Handover(session) => {
+                    let next = self.next_head();
+                    return Box::pin(self.proxy_loop(*session, shutdown, budget, next)).await;
+                }
+            }
+            (deadline, max_head) = self.next_head();
+        }
+    }
+}
+
 /// Decrements the open-connection count when a connection ends, however it ends.
 struct Open<'a>(&'a AtomicUsize);
 
@@ -324,6 +359,11 @@ impl ServerApp for Listener {
         let first = (limits.request_head_timeout, limits.max_request_head);
         // The head budget is the connection's: one task-local scope for all its requests.
         HEAD.scope(budget.clone(), async {
+            if let Some(engine) = &self.engine {
+                return self
+                    .engine_loop(engine, Box::new(limited), shutdown, &budget, first)
+                    .await;
+            }
             if let Some(lean) = &self.lean {
                 let stream: Stream = Box::new(limited.recording());
                 return self.lean_loop(lean, stream, shutdown, &budget, first).await;
@@ -342,6 +382,9 @@ impl ServerApp for Listener {
     async fn cleanup(&self) {
         if let Some(lean) = &self.lean {
             lean.stop();
+        }
+        if let Some(engine) = &self.engine {
+            engine.stop();
         }
         self.proxy.http_cleanup().await;
     }

@@ -205,6 +205,24 @@ pub fn lean_counters(listener: &str) -> (IntCounter, IntCounter) {
     )
 }
 
+static ENGINE_REQUESTS: Lazy<IntCounterVec> = Lazy::new(|| {
+    register_int_counter_vec!(
+        "tether_engine_requests_total",
+        "HTTP/1 requests on listeners with `http1: engine`, by listener and by who served them: \
+         `engine` (tether's HTTP/1 engine) or `handover` (handed to Pingora's proxy).",
+        &["listener", "path"]
+    )
+    .expect("register tether_engine_requests_total")
+});
+
+/// An engine listener's counters of requests served by the engine and handed over.
+pub fn engine_counters(listener: &str) -> (IntCounter, IntCounter) {
+    (
+        ENGINE_REQUESTS.with_label_values(&[listener, "engine"]),
+        ENGINE_REQUESTS.with_label_values(&[listener, "handover"]),
+    )
+}
+
 static ROUTE_REQUESTS: Lazy<IntCounterVec> = Lazy::new(|| {
     register_int_counter_vec!(
         "tether_route_requests_total",

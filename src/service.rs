@@ -170,13 +170,22 @@ pub fn build_server(
                 &listener.name,
             )
         });
+        let engine = (listener.http1 == Http1Path::Engine).then(|| {
+            crate::engine::Engine::new(
+                snapshot.clone(),
+                i,
+                &listener.name,
+                access_log.clone(),
+                ConnectorOptions::from_server_conf(&server.configuration),
+            )
+        });
         let app = Listener::new(
             proxy,
             snapshot.clone(),
             i,
             listener.name.clone(),
             listener.h2c && listener.tls.is_none(),
-            lean,
+            (lean, engine),
         );
         let mut service = Service::new(name, app);
         // TLS reads whole records through Pingora's read buffer; plain HTTP/1 does not

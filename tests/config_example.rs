@@ -57,6 +57,7 @@ fn the_example_config_parses_to_what_it_documents() {
             // The suite may run on the lean path (`TETHER_HTTP1=lean`, the default of `http1`).
             http1: match std::env::var("TETHER_HTTP1").as_deref() {
                 Ok("lean") => Http1Path::Lean,
+                Ok("engine") => Http1Path::Engine,
                 _ => Http1Path::Proxy,
             },
             redirect_https: None,

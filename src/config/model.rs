@@ -171,6 +171,8 @@ pub enum Http1Path {
     Proxy,
     /// tether's lean path (experimental, issue 17): plain requests without pingora-proxy.
     Lean,
+    /// tether's own HTTP/1 engine (being built, issue 24; `docs/DESIGN.md` section 10).
+    Engine,
 }
 
 /// One host/path route of a listener (`listeners[].routes[]`).

@@ -263,7 +263,7 @@ fn server_settings(raw: RawServerSettings, check: &mut Check) -> ServerSettings 
     }
 }
 
-/// `http1: proxy | lean`. Unset, the environment's `TETHER_HTTP1` decides (so that the
+/// `http1: proxy | engine | lean`. Unset, the environment's `TETHER_HTTP1` decides (so that the
 /// whole test suite can run on the lean path), else `proxy`.
 fn http1_path(raw: Option<&str>, path: &str, check: &mut Check) -> Http1Path {
     let env = std::env::var("TETHER_HTTP1").ok();
@@ -275,10 +275,11 @@ fn http1_path(raw: Option<&str>, path: &str, check: &mut Check) -> Http1Path {
     match value {
         "proxy" => Http1Path::Proxy,
         "lean" => Http1Path::Lean,
+        "engine" => Http1Path::Engine,
         other => {
             check.err(
                 field,
-                format!("`{other}` is not `proxy` (Pingora's proxy, the default) or `lean` (tether's lean HTTP/1 path, experimental)"),
+                format!("`{other}` is not `proxy` (Pingora's proxy, the default), `engine` (tether's own HTTP/1 engine, being built) or `lean` (tether's lean HTTP/1 path, experimental)"),
             );
             Http1Path::Proxy
         }

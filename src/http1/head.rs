@@ -29,7 +29,7 @@ impl Span {
     }
 
     /// The range `part` takes in `buf` (`part` must be a subslice of `buf`).
-    fn within(buf: &[u8], part: &[u8]) -> Span {
+    pub(crate) fn within(buf: &[u8], part: &[u8]) -> Span {
         let start = part.as_ptr().addr() - buf.as_ptr().addr();
         Span {
             start: start as u32,
@@ -128,14 +128,21 @@ impl RequestHead {
     }
 
     /// The fields as `(name, value)` byte slices of `buf`.
-    pub fn fields<'b>(&'b self, buf: &'b [u8]) -> impl Iterator<Item = (&'b [u8], &'b [u8])> {
+    pub fn fields<'b>(
+        &'b self,
+        buf: &'b [u8],
+    ) -> impl DoubleEndedIterator<Item = (&'b [u8], &'b [u8])> {
         self.fields
             .iter()
             .map(|f| (f.name.of(buf), f.value.of(buf)))
     }
 
-    /// The values of the fields called `name` (ASCII lower case), in order.
-    pub fn values<'b>(&'b self, buf: &'b [u8], name: &'b str) -> impl Iterator<Item = &'b [u8]> {
+    /// The values of the fields called `name` (in any case), in order.
+    pub fn values<'b, 'n>(
+        &'b self,
+        buf: &'b [u8],
+        name: &'n str,
+    ) -> impl DoubleEndedIterator<Item = &'b [u8]> + use<'b, 'n> {
         self.fields(buf)
             .filter(move |(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
             .map(|(_, v)| v)

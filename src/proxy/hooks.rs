@@ -2,9 +2,7 @@
 //! the same job in `proxy.rs` (which the lean HTTP/1 path calls directly).
 
 use super::{retry_allowed, RequestCtx, TetherProxy};
-use crate::routing::now_ms;
 use async_trait::async_trait;
-use log::warn;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::Result;
 use pingora_error::Error;
@@ -51,20 +49,8 @@ impl ProxyHttp for TetherProxy {
         ctx: &mut RequestCtx,
         mut e: Box<Error>,
     ) -> Box<Error> {
-        if let (Some(router), Some(i)) = (&ctx.router, ctx.server) {
-            let slot = &router.servers()[i];
-            if let Some(m) = &ctx.metrics {
-                m.connect_failed(i);
-            }
-            if slot.live.mark_down(now_ms()) {
-                warn!(
-                    "cluster {} server {} ({}) marked down: {}",
-                    router.name, slot.config.name, slot.config.address, e
-                );
-            }
-            if ctx.tried.len() < router.max_attempts as usize {
-                e.set_retry(true);
-            }
+        if super::connect_failed(ctx, &e) {
+            e.set_retry(true);
         }
         e
     }

@@ -15,6 +15,11 @@ pub fn request_host(req: &RequestHeader, listener_port: u16) -> (&[u8], u16) {
         .map(|h| h.as_bytes())
         .or_else(|| req.uri.authority().map(|a| a.as_str().as_bytes()))
         .unwrap_or_default();
+    host_and_port(host, listener_port)
+}
+
+/// A `Host` value's host and port, the port defaulting to `listener_port`.
+pub fn host_and_port(host: &[u8], listener_port: u16) -> (&[u8], u16) {
     if host.starts_with(b"[") {
         if let Some(end) = host.iter().position(|&b| b == b']') {
             let port = host[end + 1..]

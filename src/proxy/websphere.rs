@@ -124,9 +124,17 @@ fn host_without_port(host: &[u8]) -> &[u8] {
 /// Learns the partition table from the response's `$WSPT` headers (WebSphere clusters)
 /// and removes every `$WS*` header before the response goes to the client.
 pub fn learn_and_strip(router: &ClusterRouter, server: &str, resp: &mut ResponseHeader) {
+    learn(
+        router,
+        server,
+        resp.headers.get_all(WSPT).iter().map(|v| v.as_bytes()),
+    );
+    strip_response(resp);
+}
+
+/// Learns a WebSphere server's `$WSPT` answer (`values`: the fields' values, in order).
+pub fn learn<'a>(router: &ClusterRouter, server: &str, values: impl Iterator<Item = &'a [u8]>) {
     if router.is_websphere() {
-        // One response, however many `$WSPT` headers: its new partitions share one quota.
-        let values = resp.headers.get_all(WSPT).iter().map(|v| v.as_bytes());
         let learned = router.learn_wspt_response(values);
         if learned.refused.is_some() || learned.unknown_clone > 0 || learned.full > 0 {
             debug!(
@@ -135,7 +143,6 @@ pub fn learn_and_strip(router: &ClusterRouter, server: &str, resp: &mut Response
             );
         }
     }
-    strip_response(resp);
 }
 
 #[cfg(test)]

@@ -1,0 +1,77 @@
+//! The answers tether's engine writes itself (a refusal, a route's own answer, an error
+//! of the server's), into the connection's write buffer; the same heads and bodies as
+//! pingora-proxy's path writes (`proxy/respond.rs`).
+
+use crate::proxy::write_on_stack;
+
+/// Writes a `text/plain` answer: `status`, `body`, and whether the connection closes
+/// after it (then it says so). `extra` is one more field (`Retry-After`, `Location`).
+pub fn plain(
+    out: &mut Vec<u8>,
+    status: u16,
+    body: &[u8],
+    close: bool,
+    extra: Option<(&str, &[u8])>,
+) {
+    status_line(out, status);
+    if !body.is_empty() || extra.is_none() {
+        out.extend_from_slice(b"Content-Type: text/plain; charset=utf-8\r\n");
+    }
+    let mut digits = [0u8; 48];
+    field(
+        out,
+        b"Content-Length",
+        write_on_stack(&mut digits, body.len()),
+    );
+    field(out, b"Cache-Control", b"no-store");
+    if let Some((name, value)) = extra {
+        field(out, name.as_bytes(), value);
+    }
+    if close {
+        field(out, b"Connection", b"close");
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+}
+
+/// `HTTP/1.1 <status> <reason>` and its line end, into an emptied `out`.
+pub fn status_line(out: &mut Vec<u8>, status: u16) {
+    out.clear();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    let mut digits = [0u8; 48];
+    out.extend_from_slice(write_on_stack(&mut digits, status));
+    out.push(b' ');
+    let reason = http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    out.extend_from_slice(reason.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+pub fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_read_as_http() {
+        let mut out = Vec::new();
+        plain(&mut out, 503, b"no\n", false, None);
+        assert_eq!(
+            out,
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 3\r\nCache-Control: no-store\r\n\r\nno\n"
+        );
+        plain(&mut out, 302, b"", true, Some(("Location", b"/x")));
+        assert_eq!(
+            out,
+            b"HTTP/1.1 302 Found\r\nContent-Length: 0\r\nCache-Control: no-store\r\nLocation: /x\r\nConnection: close\r\n\r\n"
+        );
+    }
+}

@@ -1,0 +1,145 @@
+//! One client connection on tether's HTTP/1 engine: its stream and the buffers allocated
+//! once for it (the read buffer, the head's index, the write buffer, the server's read
+//! buffer and head index), reused by every request it carries, and the server connection
+//! it keeps while its requests go to the same server.
+
+use crate::config::ListenerLimits;
+use crate::http1::head::RequestHead;
+use crate::http1::response::ResponseHead;
+use pingora_core::protocols::tls::SslDigest;
+use pingora_core::protocols::Stream;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// First size of a read buffer; it grows (to the head limit, plus the body kept for a
+/// retry) only for the requests that need it.
+const FIRST_READ: usize = 4096;
+
+/// A server connection kept for the next request of the same client.
+pub struct Kept {
+    pub address: SocketAddr,
+    pub tls: bool,
+    pub stream: Stream,
+    /// When it went idle.
+    pub since: Instant,
+}
+
+pub struct Conn {
+    pub stream: Stream,
+    /// Bytes read from the client: the current request from the start, and what came
+    /// after it (pipelined requests) up to `end`.
+    pub buf: Vec<u8>,
+    pub end: usize,
+    pub head: RequestHead,
+    /// What is written next: the upstream head, or the answer's head.
+    pub out: Vec<u8>,
+    /// Bytes read from the server.
+    pub up_buf: Vec<u8>,
+    pub up_head: ResponseHead,
+    pub kept: Option<Kept>,
+    pub peer: Option<IpAddr>,
+    pub local: Option<SocketAddr>,
+    pub tls: Option<Arc<SslDigest>>,
+}
+
+impl Conn {
+    pub fn new(stream: Stream) -> Box<Conn> {
+        let socket = stream.get_socket_digest();
+        let peer = socket
+            .as_ref()
+            .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).map(|a| a.ip()));
+        let local = socket
+            .as_ref()
+            .and_then(|d| d.local_addr().and_then(|a| a.as_inet()).copied());
+        let tls = stream.get_ssl_digest();
+        Box::new(Conn {
+            stream,
+            buf: vec![0; FIRST_READ],
+            end: 0,
+            head: RequestHead::new(),
+            out: Vec::with_capacity(FIRST_READ),
+            up_buf: vec![0; FIRST_READ],
+            up_head: ResponseHead::new(),
+            kept: None,
+            peer,
+            local,
+            tls,
+        })
+    }
+
+    /// Reads more of the client's bytes after `end`, growing the buffer up to `limit`:
+    /// the bytes read, 0 at the client's end (or when the buffer may not grow).
+    pub async fn read_more(&mut self, limit: usize) -> std::io::Result<usize> {
+        if self.end == self.buf.len() {
+            if self.buf.len() >= limit {
+                return Ok(0);
+            }
+            let len = (self.buf.len() * 2).clamp(FIRST_READ, limit);
+            self.buf.resize(len, 0);
+        }
+        let end = self.end;
+        let n = self.stream.read(&mut self.buf[end..]).await?;
+        self.end += n;
+        Ok(n)
+    }
+
+    /// Moves the bytes after `used` (a pipelined request) to the buffer's start.
+    pub fn consume(&mut self, used: usize) {
+        self.buf.copy_within(used..self.end, 0);
+        self.end -= used;
+    }
+
+    /// Writes `out` to the client, at the listener's send rate (`send_min_rate`).
+    pub async fn write_out(
+        &mut self,
+        limits: &ListenerLimits,
+        listener: &str,
+    ) -> std::io::Result<()> {
+        to_client(&mut self.stream, &self.out, limits, listener).await
+    }
+}
+
+/// Writes `bytes` to the client within what the send rate allows for them; a client too
+/// slow to read is counted and its connection reset when it closes (as `proxy.rs` does:
+/// or the kernel keeps sending it what it queued).
+pub async fn to_client(
+    stream: &mut Stream,
+    bytes: &[u8],
+    limits: &ListenerLimits,
+    listener: &str,
+) -> std::io::Result<()> {
+    let r = write_all(
+        stream,
+        bytes,
+        crate::proxy::write_timeout(limits, bytes.len()),
+    )
+    .await;
+    if r.as_ref()
+        .is_err_and(|e| e.kind() == std::io::ErrorKind::TimedOut)
+    {
+        crate::metrics::client_closed(listener, "send_timeout");
+        crate::listener::reset_on_close();
+    }
+    r
+}
+
+/// Writes `bytes` to `stream` within `timeout`, and flushes.
+pub async fn write_all(
+    stream: &mut Stream,
+    bytes: &[u8],
+    timeout: Duration,
+) -> std::io::Result<()> {
+    let write = async {
+        stream.write_all(bytes).await?;
+        stream.flush().await
+    };
+    match tokio::time::timeout(timeout, write).await {
+        Ok(r) => r,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "the client did not read in time",
+        )),
+    }
+}

@@ -1,0 +1,430 @@
+//! One try of a request on tether's engine: a server connection (the one the client's
+//! connection kept, or a new one from Pingora's connector), the head and buffered body in
+//! one write, the server's head read and edited in place, and its body relayed as it comes.
+
+use super::answer;
+use super::conn::{to_client, write_all, Conn, Kept};
+use super::wire::{Replaced, Upstream};
+use crate::config::ListenerLimits;
+use crate::http1::chunked::{Decoder, Event};
+use crate::http1::framing::Body;
+use crate::http1::response::Framing;
+use crate::proxy::{self, RequestCtx, Secure};
+use crate::routing::{now_ms, Timeouts};
+use log::{info, warn};
+use pingora_core::connectors::TransportConnector;
+use pingora_core::protocols::Stream;
+use pingora_core::upstreams::peer::Peer;
+use std::time::Instant;
+use tokio::io::AsyncReadExt;
+
+/// Most informational (1xx) answers relayed for one request (as `proxy.rs`).
+const MAX_INFORMATIONAL: u8 = 16;
+
+/// What the request is, for the try.
+pub struct Request {
+    pub body: Body,
+    /// Bytes of the buffered body after the head.
+    pub body_len: usize,
+    pub head_request: bool,
+    /// The client's connection may carry another request after this one.
+    pub client_keep: bool,
+    /// The client speaks HTTP/1.0 (a chunked answer is relayed without its coding).
+    pub http10: bool,
+    pub limits: ListenerLimits,
+}
+
+/// How a try ended, when it did not relay an answer.
+#[derive(Debug)]
+pub enum Failure {
+    /// No connection to the server.
+    Connect(String),
+    /// A kept connection was closed by the server before it answered: nothing of the
+    /// request can have been served; it may go again on a new connection.
+    Stale,
+    /// The server answered a `fail_on_status` status.
+    Status,
+    /// The server failed: answer the client with this status (502, 504).
+    Upstream(u16, &'static str),
+    /// The client went away or did not read in time, after the answer began.
+    Client(u16),
+}
+
+/// A relayed answer: its status, and whether the client's connection may go on.
+pub struct Relayed {
+    pub status: u16,
+    pub client_keep: bool,
+}
+
+pub async fn attempt(
+    connector: &TransportConnector,
+    listener: &str,
+    c: &mut Conn,
+    ctx: &mut RequestCtx,
+    req: &Request,
+) -> Result<Relayed, Failure> {
+    let router = ctx.router.clone().expect("a routed request");
+    let server = ctx.server.expect("a routed request");
+    let slot = &router.servers()[server];
+    let timeouts = router.timeouts();
+    let peer = proxy::http_peer(ctx, slot, timeouts);
+    let tls = peer.tls();
+    let kept = c.kept.take().filter(|k| {
+        k.address == slot.config.address && k.tls == tls && k.since.elapsed() < timeouts.idle
+    });
+    let (mut up, reused) = match kept {
+        Some(k) => (k.stream, true),
+        None => match connector.new_stream(&peer).await {
+            Ok(s) => (s, false),
+            Err(e) => return Err(Failure::Connect(e.to_string())),
+        },
+    };
+    if let (false, Some(start), Some(m)) = (reused, ctx.connect_start, &ctx.metrics) {
+        m.connected(start.elapsed().as_secs_f64());
+    }
+    upstream_head(c, ctx, req);
+    if let Err(e) = write_all(&mut up, &c.out, timeouts.read).await {
+        return Err(match reused {
+            true => Failure::Stale,
+            false => {
+                warn!(
+                    "cluster {} server {}: writing the request failed: {e}",
+                    router.name, slot.config.name
+                );
+                Failure::Upstream(502, "writing the request failed")
+            }
+        });
+    }
+    let mut filled = 0;
+    let mut informational = 0u8;
+    loop {
+        let (len, framing, server_keeps) =
+            read_head(&mut up, c, &mut filled, reused, timeouts, req).await?;
+        let status = c.up_head.status;
+        if status == 101 {
+            return Err(Failure::Upstream(
+                502,
+                "101 to a request that asked for no upgrade",
+            ));
+        }
+        if (100..200).contains(&status) {
+            informational += 1;
+            if informational > MAX_INFORMATIONAL {
+                return Err(Failure::Upstream(
+                    502,
+                    "too many informational (1xx) responses",
+                ));
+            }
+            client_head(c, Framing::None, true, req.http10);
+            if to_client(&mut c.stream, &c.out, &req.limits, listener)
+                .await
+                .is_err()
+            {
+                return Err(Failure::Client(0));
+            }
+            c.up_buf.copy_within(len..filled, 0);
+            filled -= len;
+            continue;
+        }
+        if router.fails_on(status)
+            && ctx.tried.len() < router.max_attempts as usize
+            && req.body != Body::Chunked
+            && idempotent(c)
+        {
+            // mod_jk fail_on_status: this server is in error; the next one gets the request.
+            if slot.live.mark_down(now_ms()) {
+                warn!(
+                    "cluster {} server {} answered {status} (fail_on_status): marked down",
+                    router.name, slot.config.name
+                );
+            }
+            return Err(Failure::Status);
+        }
+        let wspt = c
+            .up_head
+            .fields(&c.up_buf)
+            .filter(|(n, _)| n.eq_ignore_ascii_case(b"$wspt"))
+            .map(|(_, v)| v);
+        proxy::learn_wspt(&router, &slot.config.name, wspt);
+        if slot.live.mark_up() {
+            info!(
+                "cluster {} server {} ({}) is answering again: marked up",
+                router.name, slot.config.name, slot.config.address
+            );
+        }
+        let client_keep = req.client_keep && framing != Framing::Close;
+        let dechunk = req.http10 && framing == Framing::Chunked;
+        client_head(c, framing, client_keep && !dechunk, req.http10);
+        let relayed = relay(
+            &mut up,
+            c,
+            framing,
+            dechunk,
+            (len, filled),
+            timeouts,
+            (&req.limits, listener),
+        )
+        .await;
+        return match relayed {
+            Ok(clean) => {
+                if clean && server_keeps {
+                    c.kept = Some(Kept {
+                        address: slot.config.address,
+                        tls,
+                        stream: up,
+                        since: Instant::now(),
+                    });
+                }
+                Ok(Relayed {
+                    status,
+                    client_keep: client_keep && !dechunk,
+                })
+            }
+            Err(RelayError::Client) => Err(Failure::Client(status)),
+            Err(RelayError::Server(why)) => {
+                warn!("cluster {} server {}: {why}", router.name, slot.config.name);
+                Err(Failure::Client(status))
+            }
+        };
+    }
+}
+
+fn idempotent(c: &Conn) -> bool {
+    matches!(
+        c.head.method.of(&c.buf),
+        b"GET" | b"HEAD" | b"PUT" | b"DELETE" | b"OPTIONS" | b"TRACE"
+    )
+}
+
+/// The request head for the server, with tether's edits, and the buffered body, in `out`.
+fn upstream_head(c: &mut Conn, ctx: &RequestCtx, req: &Request) {
+    let router = ctx.router.as_ref().expect("a routed request");
+    let replaced = Replaced {
+        forwarded: ctx.forwarded,
+        ssl: ctx.ssl_headers.as_deref(),
+    };
+    let secure = c.tls.clone().map(|digest| Secure { digest });
+    let mut up = Upstream::start(&c.head, &c.buf, req.body, &replaced, &mut c.out);
+    if ctx.forwarded {
+        proxy::set_forwarded(&mut up, c.peer, secure.is_some());
+    }
+    if let Some(names) = &ctx.ssl_headers {
+        proxy::set_ssl_headers(&mut up, names, secure.as_ref());
+    }
+    if proxy::UpstreamFields::get(&up, "host").is_none() {
+        // HTTP/1.0 may leave Host out, HTTP/1.1 may not (as `proxy.rs`). Rare: allocates.
+        if let Some(i) = ctx.server {
+            let server = &router.servers()[i].config;
+            let host = match &server.host {
+                Some(name) => format!("{name}:{}", server.address.port()),
+                None => server.address.to_string(),
+            };
+            answer::field(up.out, b"Host", host.as_bytes());
+        }
+    }
+    if router.is_websphere() {
+        let tagged = proxy::tag_request(
+            router,
+            &mut up,
+            ctx.outcome,
+            ctx.client.or(c.peer),
+            c.local,
+            secure.as_ref(),
+            false,
+        );
+        if let (true, Some(m)) = (tagged, &ctx.metrics) {
+            m.wsfo_tagged();
+        }
+    }
+    up.finish();
+    let start = c.head.len;
+    c.out.extend_from_slice(&c.buf[start..start + req.body_len]);
+}
+
+/// Reads the server's head into `up_buf` (`filled` bytes of it so far): its length, how
+/// its body is framed, and whether the server keeps the connection.
+async fn read_head(
+    up: &mut Stream,
+    c: &mut Conn,
+    filled: &mut usize,
+    reused: bool,
+    timeouts: Timeouts,
+    req: &Request,
+) -> Result<(usize, Framing, bool), Failure> {
+    loop {
+        match c.up_head.parse(&c.up_buf[..*filled]) {
+            Ok(true) => {
+                let (framing, keeps) = c
+                    .up_head
+                    .framing(&c.up_buf, req.head_request)
+                    .map_err(|why| Failure::Upstream(502, why))?;
+                return Ok((c.up_head.len, framing, keeps));
+            }
+            Ok(false) => {}
+            Err(why) => return Err(Failure::Upstream(502, why)),
+        }
+        if *filled == c.up_buf.len() {
+            if c.up_buf.len() >= MAX_RESPONSE_HEAD {
+                return Err(Failure::Upstream(502, "a response head too large"));
+            }
+            let len = c.up_buf.len() * 2;
+            c.up_buf.resize(len.min(MAX_RESPONSE_HEAD), 0);
+        }
+        let read = tokio::time::timeout(timeouts.read, up.read(&mut c.up_buf[*filled..])).await;
+        match read {
+            Err(_) => return Err(Failure::Upstream(504, "the server did not answer in time")),
+            Ok(Ok(0)) | Ok(Err(_)) if reused && *filled == 0 => return Err(Failure::Stale),
+            Ok(Ok(0)) => return Err(Failure::Upstream(502, "the server closed the connection")),
+            Ok(Err(_)) => return Err(Failure::Upstream(502, "reading the answer failed")),
+            Ok(Ok(n)) => *filled += n,
+        }
+    }
+}
+
+/// Largest server head read (Pingora's bound for a response head is the same 1 MiB).
+const MAX_RESPONSE_HEAD: usize = 1 << 20;
+
+/// The client's head, from the server's: the status line and fields, less the server's
+/// hop fields and `$WS*` fields, with the client connection's persistence.
+fn client_head(c: &mut Conn, framing: Framing, keep: bool, http10: bool) {
+    let status = c.up_head.status;
+    answer::status_line(&mut c.out, status);
+    let dechunk = http10 && framing == Framing::Chunked;
+    for (name, value) in c.up_head.fields(&c.up_buf) {
+        let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+        if is(b"connection") || is(b"keep-alive") || is(b"proxy-connection") {
+            continue;
+        }
+        if dechunk && is(b"transfer-encoding") {
+            continue;
+        }
+        if name.len() >= 3 && name[..3].eq_ignore_ascii_case(b"$ws") {
+            continue;
+        }
+        answer::field(&mut c.out, name, value);
+    }
+    if (100..200).contains(&status) {
+    } else if !keep {
+        answer::field(&mut c.out, b"Connection", b"close");
+    } else if http10 {
+        answer::field(&mut c.out, b"Connection", b"keep-alive");
+    }
+    c.out.extend_from_slice(b"\r\n");
+}
+
+enum RelayError {
+    Client,
+    Server(&'static str),
+}
+
+/// Relays the body after the head (`up_buf[start..filled]` is already read), the head
+/// going out with its first bytes. `Ok(true)` when the server's connection ended cleanly
+/// at the body's end (it may be kept).
+async fn relay(
+    up: &mut Stream,
+    c: &mut Conn,
+    framing: Framing,
+    dechunk: bool,
+    (start, filled): (usize, usize),
+    timeouts: Timeouts,
+    (limits, listener): (&ListenerLimits, &str),
+) -> Result<bool, RelayError> {
+    let Conn {
+        stream,
+        out,
+        up_buf,
+        ..
+    } = c;
+    let mut head = true;
+    let mut send = async |data: &[u8], stream: &mut Stream| -> Result<(), RelayError> {
+        let r = if std::mem::take(&mut head) {
+            out.extend_from_slice(data);
+            to_client(stream, out, limits, listener).await
+        } else if data.is_empty() {
+            Ok(())
+        } else {
+            to_client(stream, data, limits, listener).await
+        };
+        r.map_err(|_| RelayError::Client)
+    };
+    let read = async |up: &mut Stream, buf: &mut [u8]| -> Result<usize, RelayError> {
+        match tokio::time::timeout(timeouts.read, up.read(buf)).await {
+            Ok(Ok(n)) => Ok(n),
+            Ok(Err(_)) => Err(RelayError::Server("reading the answer's body failed")),
+            Err(_) => Err(RelayError::Server("the answer's body did not come in time")),
+        }
+    };
+    match framing {
+        Framing::None => {
+            send(&[], stream).await?;
+            Ok(filled == start)
+        }
+        Framing::Length(n) => {
+            let have = (filled - start) as u64;
+            let first = have.min(n) as usize;
+            send(&up_buf[start..start + first], stream).await?;
+            let mut left = n - first as u64;
+            while left > 0 {
+                let room = up_buf
+                    .len()
+                    .min(usize::try_from(left).unwrap_or(usize::MAX));
+                let k = read(up, &mut up_buf[..room]).await?;
+                if k == 0 {
+                    return Err(RelayError::Server(
+                        "the server closed before the body's end",
+                    ));
+                }
+                send(&up_buf[..k], stream).await?;
+                left -= k as u64;
+            }
+            Ok(have <= n)
+        }
+        Framing::Chunked => {
+            let mut decoder = Decoder::default();
+            let (mut from, mut pos, mut end) = (start, start, filled);
+            loop {
+                let (used, event) = decoder
+                    .next(&up_buf[pos..end])
+                    .map_err(|_| RelayError::Server("a malformed chunked body"))?;
+                if dechunk {
+                    if let Event::Data { start: s, end: e } = event {
+                        send(&up_buf[pos + s..pos + e], stream).await?;
+                    }
+                }
+                pos += used;
+                match event {
+                    Event::End => {
+                        if !dechunk {
+                            send(&up_buf[from..pos], stream).await?;
+                        } else {
+                            send(&[], stream).await?;
+                        }
+                        return Ok(pos == end);
+                    }
+                    Event::Data { .. } if pos < end => continue,
+                    _ => {}
+                }
+                if !dechunk {
+                    send(&up_buf[from..end], stream).await?;
+                }
+                let k = read(up, &mut up_buf[..]).await?;
+                if k == 0 {
+                    return Err(RelayError::Server(
+                        "the server closed before the body's end",
+                    ));
+                }
+                (from, pos, end) = (0, 0, k);
+            }
+        }
+        Framing::Close => {
+            send(&up_buf[start..filled], stream).await?;
+            loop {
+                let k = read(up, &mut up_buf[..]).await?;
+                if k == 0 {
+                    return Ok(false);
+                }
+                send(&up_buf[..k], stream).await?;
+            }
+        }
+    }
+}
