@@ -1,0 +1,180 @@
+//! tether's HTTP/1 engine makes no heap allocation per request on a kept-alive connection
+//! in the steady state (issue 24): the engine serves a real connection over loopback, in
+//! this process, with a counting global allocator that counts the engine's thread only
+//! (the client and the server run on threads of their own).
+
+use pingora_core::connectors::ConnectorOptions;
+use pingora_core::protocols::Stream;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::sync::Arc;
+use tether::engine::{Conn, Engine, Next};
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn bump() {
+    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        bump();
+        System.alloc(layout)
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        bump();
+        System.alloc_zeroed(layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        bump();
+        System.realloc(ptr, layout, new_size)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const REQUESTS: usize = 200;
+const WARM_UP: usize = 20;
+
+/// A keep-alive server on its own thread: `200` and a 100-byte body, with a session cookie
+/// on the first answer of each connection.
+fn server() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut conn = conn;
+                let mut first = true;
+                loop {
+                    let mut len = 0usize;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap();
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let mut body = vec![0; len];
+                    reader.read_exact(&mut body).unwrap();
+                    let cookie = if std::mem::take(&mut first) {
+                        "Set-Cookie: JSESSIONID=ABC.n1; Path=/\r\n"
+                    } else {
+                        ""
+                    };
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\n{cookie}Content-Length: 100\r\n\r\n{}",
+                        "a".repeat(100)
+                    );
+                    if conn.write_all(answer.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A client on its own thread: `REQUESTS` requests one after another on one connection,
+/// each read whole before the next is sent (GETs with the session's cookie, every third a
+/// small POST).
+fn client(addr: std::net::SocketAddr) -> std::thread::JoinHandle<usize> {
+    std::thread::spawn(move || {
+        let conn = std::net::TcpStream::connect(addr).unwrap();
+        let mut reader = BufReader::new(conn.try_clone().unwrap());
+        let mut conn = conn;
+        let mut ok = 0;
+        for i in 0..REQUESTS {
+            let req = if i % 3 == 2 {
+                "POST /cart HTTP/1.1\r\nHost: shop\r\nCookie: JSESSIONID=ABC.n1\r\nContent-Length: 5\r\n\r\nhello".to_string()
+            } else {
+                format!("GET /item/{i}?q=1 HTTP/1.1\r\nHost: shop\r\nCookie: JSESSIONID=ABC.n1; theme=dark\r\nUser-Agent: alloc-test\r\n\r\n")
+            };
+            conn.write_all(req.as_bytes()).unwrap();
+            let mut status = String::new();
+            reader.read_line(&mut status).unwrap();
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            let mut body = vec![0; len];
+            reader.read_exact(&mut body).unwrap();
+            ok += usize::from(status.starts_with("HTTP/1.1 200"));
+        }
+        ok
+    })
+}
+
+#[test]
+fn a_kept_alive_connection_costs_no_allocation_per_request() {
+    let backend = server();
+    let yaml = format!(
+        "listeners:\n  - {{ name: web, address: \"127.0.0.1:0\", cluster: shop, http1: engine }}\nclusters:\n  - name: shop\n    servers:\n      - {{ name: n1, address: \"{backend}\" }}\n      - {{ name: n2, address: \"127.0.0.1:1\" }}\n"
+    );
+    let config = tether::config::parse(&yaml, "engine-alloc").expect("valid config");
+    let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(
+        tether::snapshot::Snapshot::build(&config, None),
+    ));
+    let engine = Engine::new(snapshot, 0, "web", None, ConnectorOptions::new(8));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (served, counted) = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = client(listener.local_addr().unwrap());
+        let (tcp, _) = listener.accept().await.unwrap();
+        let stream: Stream = Box::new(pingora_core::protocols::l4::stream::Stream::from(tcp));
+        let mut conn = Conn::new(stream);
+        let mut counted = Vec::new();
+        let mut warm_up = 0;
+        for i in 0..REQUESTS {
+            let before = ALLOCATIONS.with(Cell::get);
+            conn = match engine.serve(conn, false).await {
+                Next::KeepAlive(c) => c,
+                _ => panic!("request {i}: the connection did not stay open"),
+            };
+            let made = ALLOCATIONS.with(Cell::get) - before;
+            match i >= WARM_UP {
+                true => counted.push(made),
+                false => warm_up += made,
+            }
+        }
+        (client.join().unwrap(), (warm_up, counted))
+    });
+    assert_eq!(served, REQUESTS, "every request answered 200");
+    let (warm_up, counted) = counted;
+    // The counter sees the engine's thread: the first request's server connection and
+    // buffers are allocations.
+    assert!(warm_up > 0, "nothing counted while warming up");
+    let total: u64 = counted.iter().sum();
+    println!(
+        "{} requests after {WARM_UP} to warm up: {total} heap allocations on the engine's thread",
+        counted.len()
+    );
+    assert_eq!(total, 0, "allocations per request: {counted:?}");
+}
