@@ -10,6 +10,7 @@
 mod answer;
 mod conn;
 mod exchange;
+mod pool;
 mod serve;
 mod wire;
 

@@ -1,7 +1,6 @@
 //! One client connection on tether's HTTP/1 engine: its stream and the buffers allocated
 //! once for it (the read buffer, the head's index, the write buffer, the server's read
-//! buffer and head index), reused by every request it carries, and the server connection
-//! it keeps while its requests go to the same server.
+//! buffer and head index), reused by every request it carries.
 
 use crate::config::ListenerLimits;
 use crate::http1::head::RequestHead;
@@ -10,21 +9,12 @@ use pingora_core::protocols::tls::SslDigest;
 use pingora_core::protocols::Stream;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// First size of a read buffer; it grows (to the head limit, plus the body kept for a
 /// retry) only for the requests that need it.
 const FIRST_READ: usize = 4096;
-
-/// A server connection kept for the next request of the same client.
-pub struct Kept {
-    pub address: SocketAddr,
-    pub tls: bool,
-    pub stream: Stream,
-    /// When it went idle.
-    pub since: Instant,
-}
 
 pub struct Conn {
     pub stream: Stream,
@@ -38,7 +28,6 @@ pub struct Conn {
     /// Bytes read from the server.
     pub up_buf: Vec<u8>,
     pub up_head: ResponseHead,
-    pub kept: Option<Kept>,
     pub peer: Option<IpAddr>,
     pub local: Option<SocketAddr>,
     pub tls: Option<Arc<SslDigest>>,
@@ -62,7 +51,6 @@ impl Conn {
             out: Vec::with_capacity(FIRST_READ),
             up_buf: vec![0; FIRST_READ],
             up_head: ResponseHead::new(),
-            kept: None,
             peer,
             local,
             tls,

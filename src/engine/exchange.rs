@@ -3,7 +3,8 @@
 //! one write, the server's head read and edited in place, and its body relayed as it comes.
 
 use super::answer;
-use super::conn::{to_client, write_all, Conn, Kept};
+use super::conn::{to_client, write_all, Conn};
+use super::pool;
 use super::wire::{Replaced, Upstream};
 use crate::config::ListenerLimits;
 use crate::http1::chunked::{Decoder, Event};
@@ -15,7 +16,6 @@ use log::{info, warn};
 use pingora_core::connectors::TransportConnector;
 use pingora_core::protocols::Stream;
 use pingora_core::upstreams::peer::Peer;
-use std::time::Instant;
 use tokio::io::AsyncReadExt;
 
 /// Most informational (1xx) answers relayed for one request (as `proxy.rs`).
@@ -32,6 +32,8 @@ pub struct Request {
     /// The client speaks HTTP/1.0 (a chunked answer is relayed without its coding).
     pub http10: bool,
     pub limits: ListenerLimits,
+    /// Most idle connections kept per server and thread (`upstream_keepalive_pool_size`).
+    pub pool_size: usize,
 }
 
 /// How a try ended, when it did not relay an answer.
@@ -46,7 +48,8 @@ pub enum Failure {
     Status,
     /// The server failed: answer the client with this status (502, 504).
     Upstream(u16, &'static str),
-    /// The client went away or did not read in time, after the answer began.
+    /// The client went away (499 while the server worked) or did not read in time, after
+    /// the answer began (its status).
     Client(u16),
 }
 
@@ -68,12 +71,9 @@ pub async fn attempt(
     let slot = &router.servers()[server];
     let timeouts = router.timeouts();
     let peer = proxy::http_peer(ctx, slot, timeouts);
-    let tls = peer.tls();
-    let kept = c.kept.take().filter(|k| {
-        k.address == slot.config.address && k.tls == tls && k.since.elapsed() < timeouts.idle
-    });
-    let (mut up, reused) = match kept {
-        Some(k) => (k.stream, true),
+    let key = peer.reuse_hash();
+    let (mut up, reused) = match pool::take(key, timeouts.idle) {
+        Some(stream) => (stream, true),
         None => match connector.new_stream(&peer).await {
             Ok(s) => (s, false),
             Err(e) => return Err(Failure::Connect(e.to_string())),
@@ -168,12 +168,7 @@ pub async fn attempt(
         return match relayed {
             Ok(clean) => {
                 if clean && server_keeps {
-                    c.kept = Some(Kept {
-                        address: slot.config.address,
-                        tls,
-                        stream: up,
-                        since: Instant::now(),
-                    });
+                    pool::put(key, up, req.pool_size, timeouts.idle);
                 }
                 Ok(Relayed {
                     status,
@@ -270,7 +265,28 @@ async fn read_head(
             let len = c.up_buf.len() * 2;
             c.up_buf.resize(len.min(MAX_RESPONSE_HEAD), 0);
         }
-        let read = tokio::time::timeout(timeouts.read, up.read(&mut c.up_buf[*filled..])).await;
+        // The client is watched while the server works: a client that closes is noticed
+        // at once and the exchange abandoned (499, as nginx logs it). Bytes it sends
+        // meanwhile (a pipelined request) are kept after the current one, while the read
+        // buffer has room.
+        let Conn {
+            stream,
+            buf,
+            end,
+            up_buf,
+            ..
+        } = &mut *c;
+        let watch = *end < buf.len();
+        let read = tokio::select! {
+            r = tokio::time::timeout(timeouts.read, up.read(&mut up_buf[*filled..])) => r,
+            r = stream.read(&mut buf[*end..]), if watch => match r {
+                Ok(0) | Err(_) => return Err(Failure::Client(499)),
+                Ok(n) => {
+                    *end += n;
+                    continue;
+                }
+            },
+        };
         match read {
             Err(_) => return Err(Failure::Upstream(504, "the server did not answer in time")),
             Ok(Ok(0)) | Ok(Err(_)) if reused && *filled == 0 => return Err(Failure::Stale),
@@ -310,6 +326,21 @@ fn client_head(c: &mut Conn, framing: Framing, keep: bool, http10: bool) {
         answer::field(&mut c.out, b"Connection", b"keep-alive");
     }
     c.out.extend_from_slice(b"\r\n");
+}
+
+/// Largest read of an answer's body: a large body is relayed in reads of up to 64 KiB
+/// (one read and one write each), not of the head's 4 KiB.
+const MAX_BODY_READ: usize = 64 * 1024;
+
+/// Grows the server's read buffer towards `want` bytes, up to [`MAX_BODY_READ`] (once per
+/// connection: it stays that size for the connection's next answers).
+fn grow(buf: &mut Vec<u8>, want: u64) {
+    let want = usize::try_from(want)
+        .unwrap_or(usize::MAX)
+        .min(MAX_BODY_READ);
+    if want > buf.len() {
+        buf.resize(want, 0);
+    }
 }
 
 enum RelayError {
@@ -364,6 +395,7 @@ async fn relay(
             let first = have.min(n) as usize;
             send(&up_buf[start..start + first], stream).await?;
             let mut left = n - first as u64;
+            grow(up_buf, left);
             while left > 0 {
                 let room = up_buf
                     .len()
@@ -424,6 +456,9 @@ async fn relay(
                     return Ok(false);
                 }
                 send(&up_buf[..k], stream).await?;
+                if k == up_buf.len() {
+                    grow(up_buf, 2 * k as u64);
+                }
             }
         }
     }

@@ -35,6 +35,8 @@ pub struct Engine {
     access_log: Option<Arc<AccessLog>>,
     versions: crate::metrics::VersionCounters,
     connector: TransportConnector,
+    /// Most idle connections kept per server and thread.
+    pool_size: usize,
     stopping: AtomicBool,
     shutdown: Notify,
     /// Requests served here, and handed over.
@@ -71,7 +73,9 @@ impl Engine {
         access_log: Option<Arc<AccessLog>>,
         options: ConnectorOptions,
     ) -> Self {
+        let pool_size = options.keepalive_pool_size;
         Engine {
+            pool_size,
             snapshot,
             listener,
             name: name.to_string(),
@@ -192,6 +196,7 @@ impl Engine {
             client_keep: framing.keep_alive && !stopping && !self.stopping.load(Ordering::Acquire),
             http10: c.head.minor == 0,
             limits,
+            pool_size: self.pool_size,
         };
         let (status, keep) = self.process(&mut c, &mut ctx, &snapshot, &req).await;
         self.log(&c, &mut ctx, status);
