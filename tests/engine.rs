@@ -25,8 +25,8 @@ struct Seen {
 }
 
 /// A server whose answer depends on the path: `/chunked` (a chunked body), `/close` (a
-/// body ended by the close), `/head` (a `Content-Length` and no body, for HEAD), anything
-/// else `200` with `conn <n> got <len> bytes`. It reads `Content-Length` and chunked bodies.
+/// body ended by the close), `/head` (a `Content-Length` and no body, for HEAD), `/slow`
+/// (after 3 s), anything else `200` with `conn <n> got <len> bytes`. It reads `Content-Length` and chunked bodies.
 async fn scripted_server() -> (SocketAddr, Arc<Seen>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -70,6 +70,9 @@ async fn serve(mut s: TcpStream, conn: usize, seen: Arc<Seen>) {
         let path = head.split(' ').nth(1).unwrap_or("").to_string();
         let len = body.len();
         seen.requests.lock().unwrap().push((conn, head, body));
+        if path == "/slow" {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+        }
         let answer = match path.as_str() {
             "/chunked" => "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;x=1\r\n world\r\n0\r\nX-T: 1\r\n\r\n".to_string(),
             "/close" => "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the close".to_string(),
@@ -273,5 +276,46 @@ async fn hostile_framing_is_refused_before_the_server_sees_it() {
         assert!(closed, "{case}: the connection closes");
     }
     assert!(seen.requests.lock().unwrap().is_empty());
+    t.terminate();
+}
+
+fn requests_4xx(metrics: &str) -> u64 {
+    let key = "tether_requests_total{cluster=\"shop\",server=\"s1\",status_class=\"4xx\"} ";
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+/// A client that gives up while the server works is noticed at once (not when the answer
+/// comes): the request is logged as 499, as nginx does, and the server's answer is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_while_the_server_works_is_a_499_at_once() {
+    let (server, seen) = scripted_server().await;
+    let t = start(server, "");
+    let mut s = TcpStream::connect(t.addr).await.unwrap();
+    s.write_all(b"GET /slow HTTP/1.1\r\nHost: shop\r\n\r\n")
+        .await
+        .unwrap();
+    while seen.requests.lock().unwrap().is_empty() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left = std::time::Instant::now();
+    drop(s);
+    let metrics = t.metrics.unwrap();
+    loop {
+        if requests_4xx(&scrape(metrics).await) == 1 {
+            break;
+        }
+        assert!(
+            left.elapsed() < Duration::from_secs(2),
+            "not noticed before the server answered"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!(
+        "the client's close was noticed {:?} after it",
+        left.elapsed()
+    );
     t.terminate();
 }
