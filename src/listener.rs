@@ -341,11 +341,11 @@ impl ServerApp for Listener {
                 // HTTP/2 streams are Pingora's (its h2 settings bound them); the connection
                 // still counts in `max_connections` until it ends.
                 accept::Speaks::Http2(stream) => {
-                    return <HttpProxy<TetherProxy> as ServerApp>::process_new(
+                    return Box::pin(<HttpProxy<TetherProxy> as ServerApp>::process_new(
                         &self.proxy,
                         stream,
                         shutdown,
-                    )
+                    ))
                     .await;
                 }
                 accept::Speaks::Http1(stream) => stream,
@@ -364,9 +364,12 @@ impl ServerApp for Listener {
                     .engine_loop(engine, Box::new(limited), shutdown, &budget, first)
                     .await;
             }
+            // Boxed: a connection's task is as large as the largest future it may await,
+            // and pingora-proxy's is tens of KiB; the engine's connections should not carry
+            // that while they wait.
             if let Some(lean) = &self.lean {
                 let stream: Stream = Box::new(limited.recording());
-                return self.lean_loop(lean, stream, shutdown, &budget, first).await;
+                return Box::pin(self.lean_loop(lean, stream, shutdown, &budget, first)).await;
             }
             let mut session = ServerSession::new_http1(Box::new(limited));
             session.set_keepalive(if *shutdown.borrow() {
@@ -374,7 +377,7 @@ impl ServerApp for Listener {
             } else {
                 Some(limits.keepalive_timeout.as_secs().max(1))
             });
-            self.proxy_loop(session, shutdown, &budget, first).await
+            Box::pin(self.proxy_loop(session, shutdown, &budget, first)).await
         })
         .await
     }

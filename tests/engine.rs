@@ -319,3 +319,35 @@ async fn a_client_that_leaves_while_the_server_works_is_a_499_at_once() {
     );
     t.terminate();
 }
+
+/// A connection that waits longer than a second for its next request gives its buffers
+/// back meanwhile (memory per idle connection) and takes them again when it comes, however
+/// the request arrives: whole, or a byte at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_idle_past_its_grace_still_serves_its_next_requests() {
+    let (server, seen) = scripted_server().await;
+    let t = start(server, "");
+    let mut s = TcpStream::connect(t.addr).await.unwrap();
+    s.write_all(b"GET /1 HTTP/1.1\r\nHost: shop\r\n\r\n")
+        .await
+        .unwrap();
+    let (first, _) = read_all(&mut s, Duration::from_millis(300)).await;
+    assert!(first.ends_with("got 0 bytes"), "{first}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Longer than the idle read, sent a byte at a time.
+    let long = format!(
+        "POST /2 HTTP/1.1\r\nHost: shop\r\nX-Long: {}\r\nContent-Length: 5\r\n\r\nhello",
+        "v".repeat(600)
+    );
+    for b in long.as_bytes().chunks(97) {
+        s.write_all(b).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (second, closed) = read_all(&mut s, Duration::from_millis(500)).await;
+    assert!(second.ends_with("got 5 bytes") && !closed, "{second}");
+    let requests = seen.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].1.contains(&"v".repeat(600)));
+    assert_eq!(requests[1].2, b"hello");
+    t.terminate();
+}

@@ -16,6 +16,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// retry) only for the requests that need it.
 const FIRST_READ: usize = 4096;
 
+/// Bytes a connection that gave its buffers back reads its next request's start into.
+pub const IDLE_READ: usize = 256;
+
 pub struct Conn {
     pub stream: Stream,
     /// Bytes read from the client: the current request from the start, and what came
@@ -55,6 +58,32 @@ impl Conn {
             local,
             tls,
         })
+    }
+
+    /// Gives the buffers back (a connection waiting for its next request): what is left
+    /// is the stream and a few hundred bytes, as nginx frees a waiting connection's buffers.
+    pub fn shed(&mut self) {
+        debug_assert_eq!(self.end, 0);
+        self.buf = Vec::new();
+        self.out = Vec::new();
+        self.up_buf = Vec::new();
+        self.head.fields = Vec::new();
+        self.up_head.fields = Vec::new();
+    }
+
+    pub fn is_shed(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Takes the buffers again, with `first`, the next request's first bytes.
+    pub fn restore(&mut self, first: &[u8]) {
+        self.buf = vec![0; FIRST_READ.max(first.len())];
+        self.buf[..first.len()].copy_from_slice(first);
+        self.end = first.len();
+        self.out = Vec::with_capacity(FIRST_READ);
+        self.up_buf = vec![0; FIRST_READ];
+        self.head = RequestHead::new();
+        self.up_head = ResponseHead::new();
     }
 
     /// Reads more of the client's bytes after `end`, growing the buffer up to `limit`:

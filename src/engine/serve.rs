@@ -22,7 +22,13 @@ use pingora_core::protocols::http::ServerSession;
 use pingora_prometheus::prometheus::IntCounter;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use tokio::io::AsyncReadExt;
 use tokio::sync::Notify;
+
+/// How long a kept-alive connection waits for its next request with its buffers; then it
+/// gives them back until the request comes (nginx frees them at once; a grace keeps a
+/// busy connection's requests free of allocations).
+const IDLE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Bound on tries of one request (pingora-proxy's; tether's `max_attempts` is lower).
 const MAX_TRIES: usize = 16;
@@ -120,11 +126,15 @@ impl Engine {
                 return Next::Close;
             }
             // The head's size is bounded by the listener's stream (`HeadLimited`), which
-            // answers 431 itself and ends the reads.
-            let read = tokio::select! {
-                biased;
-                r = c.read_more(usize::MAX) => r,
-                () = &mut stop, if c.end == 0 => return Next::Close,
+            // answers 431 itself and ends the reads. A connection that waits for its next
+            // request longer than `IDLE_GRACE` gives its buffers back meanwhile.
+            let read = if c.end > 0 {
+                c.read_more(usize::MAX).await
+            } else {
+                match self.wait(&mut c, stop.as_mut()).await {
+                    Some(r) => r,
+                    None => return Next::Close,
+                }
             };
             match read {
                 Ok(0) | Err(_) => return Next::Close,
@@ -205,6 +215,38 @@ impl Engine {
         }
         c.consume(need);
         Next::KeepAlive(c)
+    }
+
+    /// Waits for the first bytes of a connection's next request: in its buffers for
+    /// [`IDLE_GRACE`], then without them (a few hundred bytes on the stack of this wait).
+    /// `None` when the server stops meanwhile.
+    async fn wait(
+        &self,
+        c: &mut Conn,
+        mut stop: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
+    ) -> Option<std::io::Result<usize>> {
+        if !c.is_shed() {
+            let read = tokio::select! {
+                biased;
+                r = tokio::time::timeout(IDLE_GRACE, c.read_more(usize::MAX)) => r,
+                () = stop.as_mut() => return None,
+            };
+            match read {
+                Ok(r) => return Some(r),
+                Err(_) => c.shed(),
+            }
+        }
+        let mut first = [0u8; super::conn::IDLE_READ];
+        let read = tokio::select! {
+            biased;
+            r = c.stream.read(&mut first) => r,
+            () = stop => return None,
+        };
+        Some(read.inspect(|&n| {
+            if n > 0 {
+                c.restore(&first[..n]);
+            }
+        }))
     }
 
     /// The proxy core's steps and the tries: the status answered, and whether the client's
