@@ -12,6 +12,7 @@ mod conn;
 mod exchange;
 mod pool;
 mod serve;
+mod steps;
 mod wire;
 
 pub use conn::Conn;

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::recording::{read_more, read_until};
+use common::recording::{read_more, read_request};
 use common::{scrape, Opts, Tether};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -44,28 +44,8 @@ async fn scripted_server() -> (SocketAddr, Arc<Seen>) {
 async fn serve(mut s: TcpStream, conn: usize, seen: Arc<Seen>) {
     let mut buf = Vec::new();
     loop {
-        let Some(end) = read_until(&mut s, &mut buf, b"\r\n\r\n").await else {
+        let Some((head, body)) = read_request(&mut s, &mut buf).await else {
             return;
-        };
-        let head = String::from_utf8_lossy(&buf[..end]).to_string();
-        buf.drain(..end);
-        let lower = head.to_ascii_lowercase();
-        let body: Vec<u8> = if lower.contains("transfer-encoding: chunked") {
-            let Some(end) = read_until(&mut s, &mut buf, b"0\r\n\r\n").await else {
-                return;
-            };
-            buf.drain(..end).collect()
-        } else {
-            let len = lower
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length: "))
-                .map_or(0, |v| v.trim().parse::<usize>().unwrap());
-            while buf.len() < len {
-                if !read_more(&mut s, &mut buf).await {
-                    return;
-                }
-            }
-            buf.drain(..len).collect()
         };
         let path = head.split(' ').nth(1).unwrap_or("").to_string();
         let len = body.len();

@@ -5,45 +5,39 @@
 
 use pingora_core::connectors::ConnectorOptions;
 use pingora_core::protocols::Stream;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::Arc;
 use tether::engine::{Conn, Engine, Next};
 
-struct Counting;
-
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn bump() {
-    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        bump();
-        System.alloc(layout)
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        bump();
-        System.alloc_zeroed(layout)
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        bump();
-        System.realloc(ptr, layout, new_size)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
-    }
-}
+#[path = "common/counting.rs"]
+mod counting;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting::Counting = counting::Counting;
 
 const REQUESTS: usize = 200;
 const WARM_UP: usize = 20;
+
+/// Reads a head: its first line and its `Content-Length` (0 without one); `None` at the end.
+fn read_head(reader: &mut impl BufRead) -> Option<(String, usize)> {
+    let mut first = String::new();
+    if reader.read_line(&mut first).ok()? == 0 {
+        return None;
+    }
+    let mut len = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().ok()?;
+        }
+        if line == "\r\n" {
+            return Some((first, len));
+        }
+    }
+}
 
 /// A keep-alive server on its own thread: `200` and a 100-byte body, with a session cookie
 /// on the first answer of each connection.
@@ -58,19 +52,9 @@ fn server() -> std::net::SocketAddr {
                 let mut conn = conn;
                 let mut first = true;
                 loop {
-                    let mut len = 0usize;
-                    loop {
-                        let mut line = String::new();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap();
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                    }
+                    let Some((_, len)) = read_head(&mut reader) else {
+                        return;
+                    };
                     let mut body = vec![0; len];
                     reader.read_exact(&mut body).unwrap();
                     let cookie = if std::mem::take(&mut first) {
@@ -108,19 +92,7 @@ fn client(addr: std::net::SocketAddr) -> std::thread::JoinHandle<usize> {
                 format!("GET /item/{i}?q=1 HTTP/1.1\r\nHost: shop\r\nCookie: JSESSIONID=ABC.n1; theme=dark\r\nUser-Agent: alloc-test\r\n\r\n")
             };
             conn.write_all(req.as_bytes()).unwrap();
-            let mut status = String::new();
-            reader.read_line(&mut status).unwrap();
-            let mut len = 0usize;
-            loop {
-                let mut line = String::new();
-                reader.read_line(&mut line).unwrap();
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap();
-                }
-                if line == "\r\n" {
-                    break;
-                }
-            }
+            let (status, len) = read_head(&mut reader).expect("an answer");
             let mut body = vec![0; len];
             reader.read_exact(&mut body).unwrap();
             ok += usize::from(status.starts_with("HTTP/1.1 200"));
@@ -153,12 +125,12 @@ fn a_kept_alive_connection_costs_no_allocation_per_request() {
         let mut counted = Vec::new();
         let mut warm_up = 0;
         for i in 0..REQUESTS {
-            let before = ALLOCATIONS.with(Cell::get);
+            let before = counting::so_far();
             conn = match engine.serve(conn, false).await {
                 Next::KeepAlive(c) => c,
                 _ => panic!("request {i}: the connection did not stay open"),
             };
-            let made = ALLOCATIONS.with(Cell::get) - before;
+            let made = counting::so_far() - before;
             match i >= WARM_UP {
                 true => counted.push(made),
                 false => warm_up += made,

@@ -1,50 +1,20 @@
 //! `decide` must not touch the heap: a counting global allocator checks it on 1,000 servers.
 
 use http::header::{HeaderMap, HeaderValue, COOKIE};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use tether::config::{Cluster, Server};
 use tether::routing::{ClusterRouter, Decision, Outcome, Tried};
 
-/// Wraps the system allocator and counts allocations made by the current thread, so the
-/// test harness's other threads cannot disturb a measurement.
-struct Counting;
-
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn bump() {
-    // `try_with`: a thread being torn down may still allocate; don't count it, don't panic.
-    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        bump();
-        System.alloc(layout)
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        bump();
-        System.alloc_zeroed(layout)
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        bump();
-        System.realloc(ptr, layout, new_size)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
-    }
-}
+#[path = "common/counting.rs"]
+mod counting;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting::Counting = counting::Counting;
 
 /// Heap allocations `f` makes on this thread.
 fn allocations<T>(f: impl FnOnce() -> T) -> (u64, T) {
-    let before = ALLOCATIONS.with(Cell::get);
+    let before = counting::so_far();
     let out = f();
-    (ALLOCATIONS.with(Cell::get) - before, out)
+    (counting::so_far() - before, out)
 }
 
 /// A 1,000-server Tomcat cluster, s0..s999, built from YAML like a real config.

@@ -31,29 +31,13 @@ pub async fn recording_server() -> (SocketAddr, Arc<Mutex<Vec<Seen>>>) {
 async fn serve(mut s: TcpStream, seen: Arc<Mutex<Vec<Seen>>>) {
     let mut buf = Vec::new();
     loop {
-        let Some(end) = read_until(&mut s, &mut buf, b"\r\n\r\n").await else {
+        let Some((head, raw)) = read_request(&mut s, &mut buf).await else {
             return;
         };
-        let head = String::from_utf8_lossy(&buf[..end]).to_string();
-        buf.drain(..end);
         let lower = head.to_ascii_lowercase();
-        let body = if lower.contains("transfer-encoding: chunked") {
-            let Some(end) = read_until(&mut s, &mut buf, b"0\r\n\r\n").await else {
-                return;
-            };
-            let chunked: Vec<u8> = buf.drain(..end).collect();
-            dechunk(&chunked)
-        } else {
-            let len = lower
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length: "))
-                .map_or(0, |v| v.trim().parse::<usize>().unwrap());
-            while buf.len() < len {
-                if !read_more(&mut s, &mut buf).await {
-                    return;
-                }
-            }
-            buf.drain(..len).collect()
+        let body = match lower.contains("transfer-encoding: chunked") {
+            true => dechunk(&raw),
+            false => raw,
         };
         let upgrade = lower.contains("upgrade: websocket");
         let n = body.len();
@@ -76,6 +60,29 @@ async fn serve(mut s: TcpStream, seen: Arc<Mutex<Vec<Seen>>>) {
             return;
         }
     }
+}
+
+/// Reads one request from `s` (after what `buf` holds): its head as sent, and its body as
+/// sent (a chunked one with its coding), framed by `Content-Length` or the last chunk.
+pub async fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String, Vec<u8>)> {
+    let end = read_until(s, buf, b"\r\n\r\n").await?;
+    let head = String::from_utf8_lossy(&buf[..end]).to_string();
+    buf.drain(..end);
+    let lower = head.to_ascii_lowercase();
+    if lower.contains("transfer-encoding: chunked") {
+        let end = read_until(s, buf, b"0\r\n\r\n").await?;
+        return Some((head, buf.drain(..end).collect()));
+    }
+    let len = lower
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+        .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+    while buf.len() < len {
+        if !read_more(s, buf).await {
+            return None;
+        }
+    }
+    Some((head, buf.drain(..len).collect()))
 }
 
 /// Reads until `buf` holds `marker`; the length up to and including it.

@@ -1,0 +1,289 @@
+//! The proxy core's steps of one request on tether's engine, over the engine's view of it:
+//! the client address, the per-client rate, host and path routes, the routing decision,
+//! the tries of servers until one answers or no retry is allowed, tether's own answers, and
+//! the request's metrics and access-log record.
+
+use super::answer;
+use super::conn::Conn;
+use super::exchange::{self, Failure, Request};
+use super::serve::Engine;
+use crate::access_log::Record;
+use crate::config::RouteAction;
+use crate::proxy::{self, RequestCtx};
+use crate::routes::Found;
+use crate::routing::{ms_at, now_ms, Decision, Fields, Reject};
+use crate::snapshot::Snapshot;
+use http::HeaderName;
+use log::error;
+use std::sync::Arc;
+
+/// Bound on tries of one request (pingora-proxy's; tether's `max_attempts` is lower).
+const MAX_TRIES: usize = 16;
+
+/// A request's fields, read from the engine's buffer.
+struct View<'a>(&'a Conn);
+
+impl Fields for View<'_> {
+    fn values<'a>(
+        &'a self,
+        name: &'a HeaderName,
+    ) -> impl DoubleEndedIterator<Item = &'a [u8]> + 'a {
+        self.0.head.values(&self.0.buf, name.as_str())
+    }
+}
+
+impl Engine {
+    /// The proxy core's steps and the tries: the status answered, and whether the client's
+    /// connection goes on.
+    pub(super) async fn process(
+        &self,
+        c: &mut Conn,
+        ctx: &mut RequestCtx,
+        snapshot: &Arc<Snapshot>,
+        req: &Request,
+    ) -> (u16, bool) {
+        let default = snapshot.listeners[self.listener];
+        let counters = &self.versions;
+        match c.head.minor {
+            0 => counters.http10.inc(),
+            _ => counters.http11.inc(),
+        }
+        ctx.client = proxy::client_of(c.peer, &View(c), &snapshot.trusted_proxies[self.listener]);
+        if let (Some(limiter), Some(client)) = (&snapshot.client_limits[self.listener], ctx.client)
+        {
+            if let Err(retry_after) = limiter.admit_request(client, ms_at(ctx.start)) {
+                ctx.metrics = default.map(|d| snapshot.metrics[d].clone());
+                let mut digits = [0u8; 48];
+                let secs = proxy::write_on_stack(&mut digits, retry_after.as_secs().max(1));
+                let body = proxy::error_body(429).as_bytes();
+                answer::plain(
+                    &mut c.out,
+                    429,
+                    body,
+                    !req.client_keep,
+                    Some(("Retry-After", secs)),
+                );
+                return self.answered(c, 429, req).await;
+            }
+        }
+        ctx.forwarded = snapshot.forwarded[self.listener];
+        let routes = &snapshot.routes[self.listener];
+        let mut start = default;
+        if !routes.table.is_empty() {
+            let view = View(c);
+            let host = view.first(&http::header::HOST).unwrap_or_default();
+            let port = c.local.map_or(0, |a| a.port());
+            let (host, port) = proxy::host_and_port(host, port);
+            let target = c.head.target.of(&c.buf);
+            let path = target.split(|&b| b == b'?').next().unwrap_or(target);
+            match routes.table.find(host, port, path) {
+                found @ (Found::Route(i) | Found::Excluded(i)) => {
+                    let info = &routes.routes[i];
+                    info.hits.inc();
+                    ctx.route = Some(info.name.clone());
+                    ctx.metrics = start.map(|d| snapshot.metrics[d].clone());
+                    if matches!(found, Found::Excluded(_)) {
+                        let body = proxy::error_body(404).as_bytes();
+                        answer::plain(&mut c.out, 404, body, !req.client_keep, None);
+                        return self.answered(c, 404, req).await;
+                    }
+                    match &info.action {
+                        RouteAction::Cluster(cluster) => start = Some(*cluster),
+                        RouteAction::Respond { status, body } => {
+                            answer::plain(
+                                &mut c.out,
+                                *status,
+                                body.as_bytes(),
+                                !req.client_keep,
+                                None,
+                            );
+                            return self.answered(c, *status, req).await;
+                        }
+                        RouteAction::Redirect { to, status } => {
+                            let location = Some(("Location", to.as_bytes()));
+                            answer::plain(&mut c.out, *status, b"", !req.client_keep, location);
+                            return self.answered(c, *status, req).await;
+                        }
+                    }
+                }
+                Found::None => {}
+            }
+        }
+        let Some(cluster) = start else {
+            let body = proxy::error_body(404).as_bytes();
+            answer::plain(&mut c.out, 404, body, !req.client_keep, None);
+            return self.answered(c, 404, req).await;
+        };
+        ctx.router = Some(snapshot.clusters[cluster].clone());
+        ctx.metrics = Some(snapshot.metrics[cluster].clone());
+        ctx.upstream_tls = snapshot.upstream_tls[cluster].clone();
+        ctx.ssl_headers = snapshot.ssl_headers[cluster].clone();
+        let mut decision = self.decide(c, ctx, ms_at(ctx.start));
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let (server, outcome) = match decision {
+                Decision::Route { server, outcome } => (server, outcome),
+                Decision::Reject(reason) => return self.refused(c, ctx, reason, req).await,
+            };
+            if !ctx.tried.is_empty() {
+                if let Some(m) = &ctx.metrics {
+                    m.retried();
+                }
+            }
+            ctx.release();
+            let router = ctx.router.clone().expect("set above");
+            router.servers()[server].live.start();
+            ctx.tried.push(server);
+            ctx.server = Some(server);
+            ctx.outcome = Some(outcome);
+            ctx.connect_start = Some(std::time::Instant::now());
+            let failure = match exchange::attempt(&self.connector, &self.name, c, ctx, req).await {
+                Ok(relayed) => return (relayed.status, relayed.client_keep),
+                Err(f) => f,
+            };
+            let retry = tries < MAX_TRIES;
+            match failure {
+                Failure::Connect(why) => {
+                    if proxy::connect_failed(ctx, &why) && retry {
+                        decision = self.decide(c, ctx, now_ms());
+                        continue;
+                    }
+                    return self.failed(c, ctx, 502, &why, req).await;
+                }
+                // The server closed a kept connection: the same server, on a new one.
+                Failure::Stale if retry && exchange_idempotent(c) => {
+                    decision = Decision::Route { server, outcome };
+                }
+                Failure::Stale => {
+                    return self
+                        .failed(c, ctx, 502, "the server closed a kept connection", req)
+                        .await
+                }
+                Failure::Status if retry => decision = self.decide(c, ctx, now_ms()),
+                Failure::Status => return self.failed(c, ctx, 502, "fail_on_status", req).await,
+                Failure::Upstream(status, why) => {
+                    return self.failed(c, ctx, status, why, req).await
+                }
+                Failure::Client(status) => return (status, false),
+            }
+        }
+    }
+
+    fn decide(&self, c: &Conn, ctx: &RequestCtx, now: u64) -> Decision {
+        let Some(router) = &ctx.router else {
+            return Decision::Reject(Reject::NoServer);
+        };
+        let target = c.head.target.of(&c.buf);
+        let d = router.decide_with(target, &View(c), &ctx.tried, now, ctx.preferred);
+        ctx.count_decision(d);
+        d
+    }
+
+    /// tether refused the request (no server, `sticky_force`): 503.
+    async fn refused(
+        &self,
+        c: &mut Conn,
+        ctx: &mut RequestCtx,
+        reason: Reject,
+        req: &Request,
+    ) -> (u16, bool) {
+        ctx.rejected = Some(reason);
+        if let Some(router) = &ctx.router {
+            proxy::log_refusal(router, reason);
+        }
+        answer::plain(
+            &mut c.out,
+            503,
+            reason.body().as_bytes(),
+            !req.client_keep,
+            None,
+        );
+        self.answered(c, 503, req).await
+    }
+
+    /// The server failed before an answer: `status` (502, 504), and the connection closes.
+    async fn failed(
+        &self,
+        c: &mut Conn,
+        ctx: &RequestCtx,
+        status: u16,
+        why: &str,
+        req: &Request,
+    ) -> (u16, bool) {
+        error!(
+            "Fail to proxy: {why}, status: {status}, tries: {}, listener {}",
+            ctx.tried.len(),
+            self.name
+        );
+        answer::plain(
+            &mut c.out,
+            status,
+            proxy::error_body(status).as_bytes(),
+            true,
+            None,
+        );
+        let _ = c.write_out(&req.limits, &self.name).await;
+        (status, false)
+    }
+
+    /// Writes tether's own answer (in `out`).
+    async fn answered(&self, c: &mut Conn, status: u16, req: &Request) -> (u16, bool) {
+        match c.write_out(&req.limits, &self.name).await {
+            Ok(()) => (status, req.client_keep),
+            Err(_) => (status, false),
+        }
+    }
+
+    pub(super) fn log(&self, c: &Conn, ctx: &mut RequestCtx, status: u16) {
+        let server = ctx.server;
+        ctx.release();
+        let duration = ctx.start.elapsed();
+        if let Some(m) = &ctx.metrics {
+            let server = if ctx.rejected.is_some() { None } else { server };
+            m.request_done(server, status, duration.as_secs_f64());
+        }
+        if let Some(log) = &self.access_log {
+            log.log(record(c, ctx, status, duration, server));
+        }
+    }
+}
+
+fn exchange_idempotent(c: &Conn) -> bool {
+    matches!(
+        c.head.method.of(&c.buf),
+        b"GET" | b"HEAD" | b"PUT" | b"DELETE" | b"OPTIONS" | b"TRACE"
+    )
+}
+
+/// The access log's record (it allocates its method and target: the log writes them).
+fn record(
+    c: &Conn,
+    ctx: &RequestCtx,
+    status: u16,
+    duration: std::time::Duration,
+    server: Option<usize>,
+) -> Record {
+    let method = http::Method::from_bytes(c.head.method.of(&c.buf)).unwrap_or_default();
+    let uri = http::Uri::try_from(c.head.target.of(&c.buf)).unwrap_or_default();
+    Record {
+        time: std::time::SystemTime::now(),
+        client: ctx.client.or(c.peer),
+        method,
+        uri,
+        status,
+        duration,
+        router: ctx.router.clone(),
+        server,
+        outcome: ctx.outcome,
+        rejected: ctx.rejected.is_some(),
+        attempts: ctx.tried.len(),
+        version: if c.head.minor == 0 {
+            http::Version::HTTP_10
+        } else {
+            http::Version::HTTP_11
+        },
+        tls: c.tls.as_ref().map(|d| d.version.clone()),
+        route: ctx.route.clone(),
+    }
+}
