@@ -12,6 +12,7 @@ pub(crate) mod headroom;
 mod hooks;
 mod min_rate;
 mod pace;
+mod peer;
 mod plugins;
 mod record;
 mod request;
@@ -28,6 +29,7 @@ pub use ctx::RequestCtx;
 pub use client::client_of;
 pub use forwarded::{set_forwarded, write_on_stack};
 pub use min_rate::{body_time_left, write_timeout};
+pub use peer::{connect_failed, http_peer};
 pub use request::{host_and_port, log_refusal};
 pub use respond::error_body;
 pub use secure::{set_ssl_headers, Secure};
@@ -95,50 +97,6 @@ fn decide(session: &Session, ctx: &RequestCtx) -> Decision {
         now_ms()
     };
     router.decide_with(req.raw_path(), &req.headers, &ctx.tried, now, ctx.preferred)
-}
-
-/// The peer for `slot`, a server of the request's cluster: plain, or TLS as the cluster's
-/// `upstream_tls` says, with the cluster's timeouts.
-pub fn http_peer(
-    ctx: &RequestCtx,
-    slot: &crate::routing::ServerSlot,
-    timeouts: crate::routing::Timeouts,
-) -> HttpPeer {
-    let mut peer = match &ctx.upstream_tls {
-        None => HttpPeer::new(slot.config.address, false, String::new()),
-        Some(tls) => {
-            let sni = tls.sni.as_deref().or(slot.config.host.as_deref());
-            let mut peer = HttpPeer::new(slot.config.address, true, sni.unwrap_or("").to_string());
-            peer.options.verify_cert = tls.verify;
-            peer.options.verify_hostname = tls.verify;
-            peer.options.ca = tls.ca.clone();
-            peer.client_cert_key = tls.client_cert.clone();
-            peer
-        }
-    };
-    peer.options.connection_timeout = Some(timeouts.connect);
-    peer.options.read_timeout = Some(timeouts.read);
-    peer.options.idle_timeout = Some(timeouts.idle);
-    peer
-}
-
-/// A connection to the request's current server failed: the server is marked down, and
-/// the answer says whether another try is allowed (`max_attempts`).
-pub fn connect_failed(ctx: &RequestCtx, why: &dyn std::fmt::Display) -> bool {
-    let (Some(router), Some(i)) = (&ctx.router, ctx.server) else {
-        return false;
-    };
-    let slot = &router.servers()[i];
-    if let Some(m) = &ctx.metrics {
-        m.connect_failed(i);
-    }
-    if slot.live.mark_down(now_ms()) {
-        warn!(
-            "cluster {} server {} ({}) marked down: {why}",
-            router.name, slot.config.name, slot.config.address
-        );
-    }
-    ctx.tried.len() < router.max_attempts as usize
 }
 
 /// What tether does in each of Pingora's phases, as plain methods: `hooks.rs` calls them
