@@ -184,7 +184,8 @@ pub async fn attempt(
     }
 }
 
-fn idempotent(c: &Conn) -> bool {
+/// May the request be sent again (RFC 9110 §9.2.2)?
+pub(super) fn idempotent(c: &Conn) -> bool {
     matches!(
         c.head.method.of(&c.buf),
         b"GET" | b"HEAD" | b"PUT" | b"DELETE" | b"OPTIONS" | b"TRACE"

@@ -152,7 +152,7 @@ impl Engine {
                     return self.failed(c, ctx, 502, &why, req).await;
                 }
                 // The server closed a kept connection: the same server, on a new one.
-                Failure::Stale if retry && exchange_idempotent(c) => {
+                Failure::Stale if retry && exchange::idempotent(c) => {
                     decision = Decision::Route { server, outcome };
                 }
                 Failure::Stale => {
@@ -247,13 +247,6 @@ impl Engine {
             log.log(record(c, ctx, status, duration, server));
         }
     }
-}
-
-fn exchange_idempotent(c: &Conn) -> bool {
-    matches!(
-        c.head.method.of(&c.buf),
-        b"GET" | b"HEAD" | b"PUT" | b"DELETE" | b"OPTIONS" | b"TRACE"
-    )
 }
 
 /// The access log's record (it allocates its method and target: the log writes them).
