@@ -30,6 +30,7 @@ pub use client::client_of;
 pub use forwarded::{set_forwarded, write_on_stack};
 pub use min_rate::{body_time_left, write_timeout};
 pub use peer::{connect_failed, http_peer};
+pub use record::of_request as access_record;
 pub use request::{host_and_port, log_refusal};
 pub use respond::error_body;
 pub use secure::{set_ssl_headers, Secure};

@@ -259,24 +259,16 @@ fn record(
 ) -> Record {
     let method = http::Method::from_bytes(c.head.method.of(&c.buf)).unwrap_or_default();
     let uri = http::Uri::try_from(c.head.target.of(&c.buf)).unwrap_or_default();
-    Record {
-        time: std::time::SystemTime::now(),
-        client: ctx.client.or(c.peer),
-        method,
-        uri,
-        status,
-        duration,
-        router: ctx.router.clone(),
-        server,
-        outcome: ctx.outcome,
-        rejected: ctx.rejected.is_some(),
-        attempts: ctx.tried.len(),
-        version: if c.head.minor == 0 {
-            http::Version::HTTP_10
-        } else {
-            http::Version::HTTP_11
-        },
-        tls: c.tls.as_ref().map(|d| d.version.clone()),
-        route: ctx.route.clone(),
-    }
+    let version = match c.head.minor {
+        0 => http::Version::HTTP_10,
+        _ => http::Version::HTTP_11,
+    };
+    let tls = c.tls.as_ref().map(|d| d.version.clone());
+    proxy::access_record(
+        ctx,
+        c.peer,
+        (method, uri, version),
+        tls,
+        (status, duration, server),
+    )
 }

@@ -15,16 +15,29 @@ pub(super) fn of(
     server: Option<usize>,
 ) -> Record {
     let req = session.req_header();
+    let peer = session
+        .client_addr()
+        .and_then(|a| a.as_inet())
+        .map(|a| a.ip());
+    let tls = secure::Secure::of(session).map(|s| s.digest.version.clone());
+    let what = (req.method.clone(), req.uri.clone(), req.version);
+    of_request(ctx, peer, what, tls, (status, duration, server))
+}
+
+/// The record of a request whose method, target and version are `what`, from the
+/// connection's `peer` and `tls` version, and the request's context: both engines' records.
+pub fn of_request(
+    ctx: &RequestCtx,
+    peer: Option<std::net::IpAddr>,
+    (method, uri, version): (http::Method, http::Uri, http::Version),
+    tls: Option<std::borrow::Cow<'static, str>>,
+    (status, duration, server): (u16, Duration, Option<usize>),
+) -> Record {
     Record {
         time: std::time::SystemTime::now(),
-        client: ctx.client.or_else(|| {
-            session
-                .client_addr()
-                .and_then(|a| a.as_inet())
-                .map(|a| a.ip())
-        }),
-        method: req.method.clone(),
-        uri: req.uri.clone(),
+        client: ctx.client.or(peer),
+        method,
+        uri,
         status,
         duration,
         router: ctx.router.clone(),
@@ -32,8 +45,8 @@ pub(super) fn of(
         outcome: ctx.outcome,
         rejected: ctx.rejected.is_some(),
         attempts: ctx.tried.len(),
-        version: req.version,
-        tls: secure::Secure::of(session).map(|s| s.digest.version.clone()),
+        version,
+        tls,
         route: ctx.route.clone(),
     }
 }
