@@ -13,7 +13,6 @@ pub mod fleet;
 pub mod health;
 pub mod http1;
 pub mod import;
-pub mod lean;
 pub mod listener;
 pub mod logging;
 pub mod metrics;

@@ -9,9 +9,9 @@
 //! (`head_read`) in its first phase; a deadline that passes before that drops the request,
 //! which closes the connection. Nothing was sent upstream then, so nothing is cut short.
 //!
-//! With `http1: lean`, HTTP/1 requests go through [`crate::lean`] instead, and with
-//! `http1: engine` through tether's own engine ([`crate::engine`]), until one it does not
-//! take is handed over; the connection then stays with Pingora's proxy.
+//! With `http1: engine` (the default), HTTP/1 requests go through tether's own engine
+//! ([`crate::engine`]) instead, until one it does not take is handed over; the connection
+//! then stays with Pingora's proxy.
 
 mod accept;
 mod head_limit;
@@ -22,12 +22,10 @@ pub use head_limit::HeadLimited;
 
 use crate::client_limits;
 use crate::engine::{Engine, Next};
-use crate::lean::{Lean, Served};
 use crate::metrics;
 use crate::proxy::TetherProxy;
 use crate::snapshot::SharedSnapshot;
 use async_trait::async_trait;
-use bytes::BytesMut;
 use log::warn;
 use pingora_core::apps::{HttpServerApp, ServerApp};
 use pingora_core::protocols::http::ServerSession;
@@ -78,8 +76,6 @@ pub struct Listener {
     full_log: crate::logging::Every,
     /// Plain HTTP/2 (prior knowledge) is allowed (fixed at start).
     h2c: bool,
-    /// The lean HTTP/1 path, when the listener has `http1: lean` (fixed at start).
-    lean: Option<Lean>,
     /// tether's HTTP/1 engine, when the listener has `http1: engine` (fixed at start).
     engine: Option<Engine>,
 }
@@ -93,7 +89,7 @@ impl Listener {
         index: usize,
         name: String,
         h2c: bool,
-        (lean, engine): (Option<Lean>, Option<Engine>),
+        engine: Option<Engine>,
     ) -> Self {
         if h2c {
             // Pingora's HTTP/2 path checks the preface again (it is only peeked at).
@@ -109,7 +105,6 @@ impl Listener {
             open: AtomicUsize::new(0),
             full_log: crate::logging::Every::new(10_000),
             h2c,
-            lean,
             engine,
         }
     }
@@ -217,48 +212,6 @@ impl Listener {
         }
     }
 
-    /// An HTTP/1 connection's requests through the lean path, until one is handed over:
-    /// then the connection goes on with Pingora's proxy.
-    async fn lean_loop(
-        &self,
-        lean: &Lean,
-        mut stream: Stream,
-        shutdown: &ShutdownWatch,
-        budget: &HeadBudget,
-        (mut deadline, mut max_head): (Duration, usize),
-    ) -> Option<Stream> {
-        let mut prefix: Option<BytesMut> = None;
-        loop {
-            budget.start(max_head);
-            let stopping = *shutdown.borrow();
-            let serve = pin!(async {
-                match lean.serve(stream, prefix, stopping).await {
-                    Served::Done(r) => Ok(r),
-                    // Boxed: Pingora's future would make every lean request's future as
-                    // large as its own.
-                    Served::Handover(session) => {
-                        Err(Box::pin(self.proxy.process_new_http(*session, shutdown)).await)
-                    }
-                }
-            });
-            match self.within_deadline(serve, deadline, budget).await? {
-                Ok(reused) => (stream, prefix) = reused?,
-                Err(reused) => {
-                    let (stream, persistent) = reused?.consume();
-                    let mut session = ServerSession::new_http1(stream);
-                    if let Some(p) = persistent {
-                        p.apply_to_session(&mut session);
-                    }
-                    let next = self.next_head();
-                    return Box::pin(self.proxy_loop(session, shutdown, budget, next)).await;
-                }
-            }
-            (deadline, max_head) = self.next_head();
-        }
-    }
-}
-
-impl Listener {
     /// An HTTP/1 connection's requests through tether's engine, until one is handed over:
     /// then the connection goes on with Pingora's proxy.
     async fn engine_loop(
@@ -367,10 +320,6 @@ impl ServerApp for Listener {
             // Boxed: a connection's task is as large as the largest future it may await,
             // and pingora-proxy's is tens of KiB; the engine's connections should not carry
             // that while they wait.
-            if let Some(lean) = &self.lean {
-                let stream: Stream = Box::new(limited.recording());
-                return Box::pin(self.lean_loop(lean, stream, shutdown, &budget, first)).await;
-            }
             let mut session = ServerSession::new_http1(Box::new(limited));
             session.set_keepalive(if *shutdown.borrow() {
                 None
@@ -383,9 +332,6 @@ impl ServerApp for Listener {
     }
 
     async fn cleanup(&self) {
-        if let Some(lean) = &self.lean {
-            lean.stop();
-        }
         if let Some(engine) = &self.engine {
             engine.stop();
         }

@@ -187,28 +187,10 @@ impl VersionCounters {
     }
 }
 
-static LEAN_REQUESTS: Lazy<IntCounterVec> = Lazy::new(|| {
-    register_int_counter_vec!(
-        "tether_lean_requests_total",
-        "HTTP/1 requests on listeners with `http1: lean`, by listener and by who served them: \
-         `lean` (tether's lean path) or `handover` (handed to Pingora's proxy).",
-        &["listener", "path"]
-    )
-    .expect("register tether_lean_requests_total")
-});
-
-/// A lean listener's counters of requests served lean and handed over, resolved once.
-pub fn lean_counters(listener: &str) -> (IntCounter, IntCounter) {
-    (
-        LEAN_REQUESTS.with_label_values(&[listener, "lean"]),
-        LEAN_REQUESTS.with_label_values(&[listener, "handover"]),
-    )
-}
-
 static ENGINE_REQUESTS: Lazy<IntCounterVec> = Lazy::new(|| {
     register_int_counter_vec!(
         "tether_engine_requests_total",
-        "HTTP/1 requests on listeners with `http1: engine`, by listener and by who served them: \
+        "HTTP/1 requests on listeners on tether's engine (`http1: engine`, the default), by listener and by who served them: \
          `engine` (tether's HTTP/1 engine) or `handover` (handed to Pingora's proxy).",
         &["listener", "path"]
     )

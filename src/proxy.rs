@@ -8,7 +8,6 @@ mod body;
 mod client;
 mod ctx;
 mod forwarded;
-pub(crate) mod headroom;
 mod hooks;
 mod min_rate;
 mod pace;
@@ -101,8 +100,7 @@ fn decide(session: &Session, ctx: &RequestCtx) -> Decision {
 }
 
 /// What tether does in each of Pingora's phases, as plain methods: `hooks.rs` calls them
-/// from `ProxyHttp`, and the lean HTTP/1 path (`crate::lean`) calls them directly, without
-/// a boxed future per phase.
+/// from `ProxyHttp` (HTTP/2, `http1: proxy`, and what tether's engine hands over).
 impl TetherProxy {
     /// The head is read: the listener's deadline for it no longer applies. The listener's
     /// timeouts are set here for this request and the idle wait after it (Pingora would

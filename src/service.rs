@@ -161,15 +161,6 @@ pub fn build_server(
             &server.configuration,
             TetherProxy::new(snapshot.clone(), i, &listener.name, access_log.clone()),
         );
-        let lean = (listener.http1 == Http1Path::Lean).then(|| {
-            crate::lean::Lean::new(
-                TetherProxy::new(snapshot.clone(), i, &listener.name, access_log.clone()),
-                ConnectorOptions::from_server_conf(&server.configuration),
-                snapshot.clone(),
-                i,
-                &listener.name,
-            )
-        });
         let engine = (listener.http1 == Http1Path::Engine).then(|| {
             crate::engine::Engine::new(
                 snapshot.clone(),
@@ -185,7 +176,7 @@ pub fn build_server(
             i,
             listener.name.clone(),
             listener.h2c && listener.tls.is_none(),
-            (lean, engine),
+            engine,
         );
         let mut service = Service::new(name, app);
         // TLS reads whole records through Pingora's read buffer; plain HTTP/1 does not

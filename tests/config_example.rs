@@ -54,11 +54,10 @@ fn the_example_config_parses_to_what_it_documents() {
             client_limits: None,
             tls: None,
             h2c: false,
-            // The suite may run on the lean path (`TETHER_HTTP1=lean`, the default of `http1`).
+            // The suite runs on both engines (`TETHER_HTTP1=proxy`, the default of `http1`).
             http1: match std::env::var("TETHER_HTTP1").as_deref() {
-                Ok("lean") => Http1Path::Lean,
-                Ok("engine") => Http1Path::Engine,
-                _ => Http1Path::Proxy,
+                Ok("proxy") => Http1Path::Proxy,
+                _ => Http1Path::Engine,
             },
             redirect_https: None,
         }],

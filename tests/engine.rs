@@ -1,9 +1,9 @@
-//! tether's own HTTP/1 engine (`http1: engine`, issue 24) over real sockets: what it
+//! tether's own HTTP/1 engine (`http1: engine`, the default; issue 24) over real sockets: what it
 //! serves itself (counted as `engine`), what it hands to pingora-proxy (counted as
 //! `handover`), and what the server and the client see either way: the head tether sends,
 //! kept server connections, pipelined requests, chunked and close-delimited answers, HTTP/1.0
-//! clients, and the framing it refuses. The rest of the suite runs on the engine with
-//! `TETHER_HTTP1=engine`.
+//! clients, and the framing it refuses. The rest of the suite runs on the engine (the
+//! default) and again on pingora-proxy with `TETHER_HTTP1=proxy`.
 
 mod common;
 

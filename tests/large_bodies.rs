@@ -2,7 +2,7 @@
 //! first 60 KiB of large and chunked bodies are read first, with the connection's reads
 //! capped so that Pingora's retry buffer never overflows; every byte must still arrive, in
 //! order, whatever the chunking. (Its own binary: the load of a megabyte upload beside
-//! `tests/lean.rs`'s WebSocket test makes Pingora's upgrade race show more often.)
+//! `tests/engine_handover.rs`'s WebSocket test makes Pingora's upgrade race show more often.)
 
 mod common;
 

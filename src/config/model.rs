@@ -166,13 +166,12 @@ pub struct Listener {
 /// Which code serves a listener's HTTP/1 requests (`listeners[].http1`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Http1Path {
-    /// Pingora's proxy (`pingora-proxy`), the default.
+    /// tether's own HTTP/1 engine, the default (`docs/DESIGN.md` section 10); what it does
+    /// not take is handed to Pingora's proxy.
     #[default]
-    Proxy,
-    /// tether's lean path (experimental, issue 17): plain requests without pingora-proxy.
-    Lean,
-    /// tether's own HTTP/1 engine (being built, issue 24; `docs/DESIGN.md` section 10).
     Engine,
+    /// Pingora's proxy (`pingora-proxy`) for every request.
+    Proxy,
 }
 
 /// One host/path route of a listener (`listeners[].routes[]`).

@@ -263,25 +263,25 @@ fn server_settings(raw: RawServerSettings, check: &mut Check) -> ServerSettings 
     }
 }
 
-/// `http1: proxy | engine | lean`. Unset, the environment's `TETHER_HTTP1` decides (so that the
-/// whole test suite can run on the lean path), else `proxy`.
+/// `http1: engine | proxy`. Unset, the environment's `TETHER_HTTP1` decides (so that the
+/// whole test suite can run on either), else `engine`. `lean`, the name of an experiment the
+/// engine replaced, still means `engine`, so that a config that set it keeps loading.
 fn http1_path(raw: Option<&str>, path: &str, check: &mut Check) -> Http1Path {
     let env = std::env::var("TETHER_HTTP1").ok();
     let (value, field) = match (raw, env.as_deref()) {
         (Some(v), _) => (v, format!("{path}.http1")),
         (None, Some(v)) => (v, "TETHER_HTTP1 (environment)".to_string()),
-        (None, None) => return Http1Path::Proxy,
+        (None, None) => return Http1Path::Engine,
     };
     match value {
         "proxy" => Http1Path::Proxy,
-        "lean" => Http1Path::Lean,
-        "engine" => Http1Path::Engine,
+        "engine" | "lean" => Http1Path::Engine,
         other => {
             check.err(
                 field,
-                format!("`{other}` is not `proxy` (Pingora's proxy, the default), `engine` (tether's own HTTP/1 engine, being built) or `lean` (tether's lean HTTP/1 path, experimental)"),
+                format!("`{other}` is not `engine` (tether's own HTTP/1 engine, the default) or `proxy` (Pingora's proxy for every request)"),
             );
-            Http1Path::Proxy
+            Http1Path::Engine
         }
     }
 }

@@ -11,13 +11,8 @@
 //! capped in total ([`HeadBudget::cap`]), so that Pingora's 64 KiB retry buffer, which
 //! keeps that part of the body, never overflows. And the connection's socket can be told
 //! to close with a reset ([`HeadBudget::reset_on_close`]).
-//!
-//! For the lean HTTP/1 path, the stream can also keep a copy of what a head's reads
-//! returned ([`HeadLimited::recording`]), so that a request the lean path does not take is
-//! handed to Pingora's proxy as if it had not been read yet.
 
 use async_trait::async_trait;
-use bytes::BytesMut;
 use pingora_core::protocols::raw_connect::ProxyDigest;
 use pingora_core::protocols::{
     tls::TlsRef, GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, SocketDigest,
@@ -43,8 +38,6 @@ pub struct HeadBudget {
     left: AtomicUsize,
     /// Set once a head ran over (for the metric).
     exceeded: std::sync::atomic::AtomicBool,
-    /// Counts heads (`start` calls): a recording stream starts afresh with each.
-    head: AtomicU64,
     /// Bytes the next reads may return in all, once the head is read; 0: no cap.
     cap: AtomicUsize,
     /// Since when (`now_ms() + 1`) a read has been waiting for the client; 0: none is.
@@ -59,7 +52,6 @@ impl HeadBudget {
     /// A new head is expected: it may read `max` bytes.
     pub fn start(&self, max: usize) {
         self.left.store(max, Relaxed);
-        self.head.fetch_add(1, Relaxed);
     }
 
     /// The head was read: the body is read without this limit, and the time reads wait for
@@ -151,8 +143,6 @@ pub struct HeadLimited {
     budget: Arc<HeadBudget>,
     /// How much of `TOO_LARGE` is written.
     answered: usize,
-    /// With `recording`: what the current head's reads returned, and which head that is.
-    record: Option<(BytesMut, u64)>,
 }
 
 impl HeadLimited {
@@ -161,23 +151,6 @@ impl HeadLimited {
             inner,
             budget,
             answered: 0,
-            record: None,
-        }
-    }
-
-    /// Keeps a copy of what each head's reads return, for [`Self::stop_recording`].
-    pub fn recording(mut self) -> Self {
-        self.record = Some((BytesMut::new(), 0));
-        self
-    }
-
-    /// Everything the current head's reads returned (the head, and whatever came with
-    /// it); recording ends (the connection is handed to Pingora's proxy for good).
-    pub fn stop_recording(&mut self) -> BytesMut {
-        let head = self.budget.head.load(Relaxed);
-        match self.record.take() {
-            Some((bytes, of)) if of == head => bytes,
-            _ => BytesMut::new(),
         }
     }
 }
@@ -248,15 +221,6 @@ impl HeadLimited {
             unsafe { buf.assume_init(n) };
             buf.advance(n);
             self.budget.left.fetch_sub(n, Relaxed);
-            let head = self.budget.head.load(Relaxed);
-            if let Some((bytes, of)) = &mut self.record {
-                if *of != head {
-                    bytes.clear();
-                    *of = head;
-                }
-                let filled = buf.filled();
-                bytes.extend_from_slice(&filled[filled.len() - n..]);
-            }
         }
         poll
     }

@@ -1,5 +1,5 @@
 //! `ProxyHttp` for [`TetherProxy`]: Pingora's phases, each handing over to the method of
-//! the same job in `proxy.rs` (which the lean HTTP/1 path calls directly).
+//! the same job in `proxy.rs`.
 
 use super::{retry_allowed, RequestCtx, TetherProxy};
 use async_trait::async_trait;
