@@ -399,3 +399,22 @@ fn every_duration_and_count_is_bounded() {
         );
     }
 }
+
+#[test]
+fn http1_is_the_engine_unless_proxy_is_asked_for() {
+    let with = |v: &str| {
+        let yaml = GOOD.replace("cluster: shop }", &format!("cluster: shop, http1: {v} }}"));
+        parse(&yaml, "test.yaml").expect("valid").listeners[0].http1
+    };
+    assert_eq!(with("engine"), Http1Path::Engine);
+    assert_eq!(with("proxy"), Http1Path::Proxy);
+    // The removed lean path's name still loads, as the engine that replaced it.
+    assert_eq!(with("lean"), Http1Path::Engine);
+    let unset = parse(GOOD, "test.yaml").expect("valid").listeners[0].http1;
+    match std::env::var("TETHER_HTTP1").as_deref() {
+        Ok("proxy") => assert_eq!(unset, Http1Path::Proxy),
+        _ => assert_eq!(unset, Http1Path::Engine),
+    }
+    let bad = GOOD.replace("cluster: shop }", "cluster: shop, http1: fast }");
+    assert_error(&bad, "listeners[0].http1", "`fast` is not `engine`", 2);
+}

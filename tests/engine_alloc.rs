@@ -1,7 +1,8 @@
 //! tether's HTTP/1 engine makes no heap allocation per request on a kept-alive connection
-//! in the steady state (issue 24): the engine serves a real connection over loopback, in
-//! this process, with a counting global allocator that counts the engine's thread only
-//! (the client and the server run on threads of their own).
+//! in the steady state (issue 24), plain and over TLS: the engine serves a real connection
+//! over loopback, in this process, with a counting global allocator that counts the
+//! engine's thread only (the client and the server run on threads of their own). Rust's
+//! allocator is what is counted: BoringSSL's own buffers come from C's `malloc`.
 
 use pingora_core::connectors::ConnectorOptions;
 use pingora_core::protocols::Stream;
@@ -79,11 +80,23 @@ fn server() -> std::net::SocketAddr {
 /// A client on its own thread: `REQUESTS` requests one after another on one connection,
 /// each read whole before the next is sent (GETs with the session's cookie, every third a
 /// small POST).
-fn client(addr: std::net::SocketAddr) -> std::thread::JoinHandle<usize> {
+/// With `tls`, over TLS (the certificate is not checked: the test made it).
+fn client(addr: std::net::SocketAddr, tls: bool) -> std::thread::JoinHandle<usize> {
     std::thread::spawn(move || {
-        let conn = std::net::TcpStream::connect(addr).unwrap();
-        let mut reader = BufReader::new(conn.try_clone().unwrap());
-        let mut conn = conn;
+        let tcp = std::net::TcpStream::connect(addr).unwrap();
+        let conn: Box<dyn ReadWrite> = if tls {
+            let mut c = boring::ssl::SslConnector::builder(boring::ssl::SslMethod::tls()).unwrap();
+            c.set_verify(boring::ssl::SslVerifyMode::NONE);
+            c.set_alpn_protos(b"\x08http/1.1").unwrap();
+            Box::new(
+                c.build()
+                    .connect("localhost", tcp)
+                    .expect("a TLS handshake"),
+            )
+        } else {
+            Box::new(tcp)
+        };
+        let mut reader = BufReader::new(conn);
         let mut ok = 0;
         for i in 0..REQUESTS {
             let req = if i % 3 == 2 {
@@ -91,7 +104,7 @@ fn client(addr: std::net::SocketAddr) -> std::thread::JoinHandle<usize> {
             } else {
                 format!("GET /item/{i}?q=1 HTTP/1.1\r\nHost: shop\r\nCookie: JSESSIONID=ABC.n1; theme=dark\r\nUser-Agent: alloc-test\r\n\r\n")
             };
-            conn.write_all(req.as_bytes()).unwrap();
+            reader.get_mut().write_all(req.as_bytes()).unwrap();
             let (status, len) = read_head(&mut reader).expect("an answer");
             let mut body = vec![0; len];
             reader.read_exact(&mut body).unwrap();
@@ -101,16 +114,47 @@ fn client(addr: std::net::SocketAddr) -> std::thread::JoinHandle<usize> {
     })
 }
 
+trait ReadWrite: Read + Write + Send {}
+impl<T: Read + Write + Send> ReadWrite for T {}
+
 #[test]
 fn a_kept_alive_connection_costs_no_allocation_per_request() {
+    serve_and_count(false);
+}
+
+#[test]
+fn a_kept_alive_tls_connection_costs_no_allocation_per_request() {
+    serve_and_count(true);
+}
+
+/// Serves `REQUESTS` requests of one client connection (TLS with `tls`) and asserts that
+/// none after the warm-up allocated on the engine's thread.
+fn serve_and_count(tls: bool) {
     let backend = server();
+    let dir = std::env::temp_dir().join(format!("tether-engine-alloc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    std::fs::write(dir.join("cert.pem"), cert.cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), cert.key_pair.serialize_pem()).unwrap();
+    let tls_yaml = match tls {
+        true => format!(
+            ", tls: {{ cert: \"{}\", key: \"{}\" }}",
+            dir.join("cert.pem").display(),
+            dir.join("key.pem").display()
+        ),
+        false => String::new(),
+    };
     let yaml = format!(
-        "listeners:\n  - {{ name: web, address: \"127.0.0.1:0\", cluster: shop, http1: engine }}\nclusters:\n  - name: shop\n    servers:\n      - {{ name: n1, address: \"{backend}\" }}\n      - {{ name: n2, address: \"127.0.0.1:1\" }}\n"
+        "listeners:\n  - {{ name: web, address: \"127.0.0.1:0\", cluster: shop, http1: engine{tls_yaml} }}\nclusters:\n  - name: shop\n    servers:\n      - {{ name: n1, address: \"{backend}\" }}\n      - {{ name: n2, address: \"127.0.0.1:1\" }}\n"
     );
     let config = tether::config::parse(&yaml, "engine-alloc").expect("valid config");
     let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(
         tether::snapshot::Snapshot::build(&config, None),
     ));
+    // The acceptor tether's listener would hand the connection to (`tether::service`).
+    let acceptor =
+        tether::tls::build_listeners(&config).expect("the test's certificate")[0].clone();
+    assert_eq!(acceptor.is_some(), tls, "the listener's TLS as configured");
     let engine = Engine::new(snapshot, 0, "web", None, ConnectorOptions::new(8));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -118,9 +162,17 @@ fn a_kept_alive_connection_costs_no_allocation_per_request() {
         .unwrap();
     let (served, counted) = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let client = client(listener.local_addr().unwrap());
+        let client = client(listener.local_addr().unwrap(), tls);
         let (tcp, _) = listener.accept().await.unwrap();
-        let stream: Stream = Box::new(pingora_core::protocols::l4::stream::Stream::from(tcp));
+        let l4 = pingora_core::protocols::l4::stream::Stream::from(tcp);
+        let stream: Stream = match &acceptor {
+            Some(a) => Box::new(
+                pingora_core::protocols::tls::server::handshake(&a.acceptor, l4)
+                    .await
+                    .expect("the server's half of the handshake"),
+            ),
+            None => Box::new(l4),
+        };
         let mut conn = Conn::new(stream);
         let mut counted = Vec::new();
         let mut warm_up = 0;
@@ -145,8 +197,10 @@ fn a_kept_alive_connection_costs_no_allocation_per_request() {
     assert!(warm_up > 0, "nothing counted while warming up");
     let total: u64 = counted.iter().sum();
     println!(
-        "{} requests after {WARM_UP} to warm up: {total} heap allocations on the engine's thread",
-        counted.len()
+        "{} requests after {WARM_UP} to warm up{}: {total} heap allocations on the engine's thread",
+        counted.len(),
+        if tls { ", over TLS" } else { "" }
     );
+    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(total, 0, "allocations per request: {counted:?}");
 }
