@@ -15,7 +15,7 @@ mod peer;
 mod plugins;
 mod record;
 mod request;
-mod request_checks;
+pub mod request_checks;
 mod respond;
 mod route;
 mod secure;

@@ -129,6 +129,11 @@ const CASES: &[(&str, &[u8], Expect)] = &[
     ("HTTP/2.0 in an HTTP/1 line", b"GET / HTTP/2.0\r\nHost: shop\r\n\r\n", Expect::Same),
     ("bare LF line ends", b"GET / HTTP/1.1\nHost: shop\n\n", Expect::Differs("bare LF")),
     ("bare LF in one field", b"GET / HTTP/1.1\r\nHost: shop\nX: 1\r\n\r\n", Expect::Differs("bare LF")),
+    // Found by tests/http1_differential.rs (the in-process differential):
+    ("userinfo in Host", b"GET / HTTP/1.1\r\nHost: user@shop\r\n\r\n", Expect::Same),
+    ("`<` in the target", b"GET /a<b HTTP/1.1\r\nHost: shop\r\n\r\n", Expect::Same),
+    ("`{` and `|` in the target", b"GET /a{b}?c|d HTTP/1.1\r\nHost: shop\r\n\r\n", Expect::Same),
+    ("a fragment in the target", b"GET /a#b HTTP/1.1\r\nHost: shop\r\n\r\n", Expect::Differs("fragment")),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

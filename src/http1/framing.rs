@@ -62,6 +62,11 @@ pub fn frame<'a>(
         if name.eq_ignore_ascii_case(b"host") {
             hosts += 1;
             f.host = Some(i);
+            // `Host` is `uri-host [ ":" port ]` (RFC 9110 §7.2): no userinfo, which a
+            // server or a log might take for the host (pingora-core refuses it too).
+            if value.contains(&b'@') {
+                return Err(bad("400 Bad Request: userinfo (@) in Host\n"));
+            }
         } else if name.eq_ignore_ascii_case(b"content-length") {
             length = Some(content_length(value, length)?);
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
@@ -318,6 +323,9 @@ mod tests {
         assert!(framing(1, &[H, ("Host", "a")]).is_err());
         assert_eq!(framing(0, &[]).unwrap().host, None);
         assert!(framing(0, &[H, H]).is_err());
+        // Found by tests/http1_differential.rs: pingora-core refused it, the engine did not.
+        assert!(framing(1, &[("Host", "@shop")]).is_err());
+        assert!(framing(1, &[("Host", "user:pw@shop")]).is_err());
     }
 
     /// RFC 9112 §9.3: persistence by version and `Connection`.

@@ -57,6 +57,54 @@ pub(crate) const fn bad(why: &'static str) -> Refusal {
     Refusal { status: 400, why }
 }
 
+/// The bytes an origin-form target (`/path?query`) may hold: the sets pingora-core's URI
+/// parser (the `http` crate) takes, so that both engines take the same paths. In the path:
+/// RFC 3986's `pchar` and `/`, with `[`, `\\`, `]`, `^`, `|`, `"`, `{`, `}` that clients send
+/// unencoded; in the query, also `/`, `?`, `` ` ``, `<`-free (`<` and `>` are refused
+/// everywhere). Bytes over 0x7e are taken as parts of UTF-8 (checked by the caller).
+const PATH: [bool; 256] = byte_set(false);
+const QUERY: [bool; 256] = byte_set(true);
+
+const fn byte_set(query: bool) -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = match query {
+            false => {
+                matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x40..=0x5F | 0x61..=0x7A | 0x7C | 0x7E | b'"' | b'{' | b'}' | 0x80..=0xFF)
+            }
+            true => matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x3F..=0x7E | 0x80..=0xFF),
+        };
+        i += 1;
+    }
+    t
+}
+
+/// An origin-form target's bytes (the other forms go to pingora-proxy and its parser). A
+/// fragment is not part of a request target (RFC 9112 §3.2): Pingora's parser drops it, a
+/// server may read it as part of the path; neither is what the client asked for.
+fn origin_form(target: &[u8]) -> Result<(), Refusal> {
+    if target.contains(&b'#') {
+        return Err(bad(
+            "400 Bad Request: a fragment (#) in the request target\n",
+        ));
+    }
+    let (path, query) = match target.iter().position(|&b| b == b'?') {
+        Some(q) => (&target[..q], &target[q + 1..]),
+        None => (target, &b""[..]),
+    };
+    let ok = path.iter().all(|&b| PATH[usize::from(b)])
+        && query.iter().all(|&b| QUERY[usize::from(b)])
+        && (target.is_ascii() || std::str::from_utf8(target).is_ok());
+    match ok {
+        true => Ok(()),
+        false => Err(bad(
+            "400 Bad Request: a byte not allowed in a request target\n",
+        )),
+    }
+}
+
 /// The index of one request head in the read buffer.
 #[derive(Debug, Default)]
 pub struct RequestHead {
@@ -82,7 +130,8 @@ impl RequestHead {
     /// Reads a head from the start of `buf`: `Ok(true)` when it is whole (indexed in
     /// `self`), `Ok(false)` when more bytes are needed. Refused: what `httparse` refuses
     /// (bare CR, whitespace before a field's colon, obs-fold, a control byte in a value,
-    /// more than one space between the parts of the request line), more than
+    /// more than one space between the parts of the request line), a fragment (`#`) in the
+    /// target, more than
     /// [`MAX_FIELDS`] fields, and a line ended by LF alone (RFC 9112 §2.2 lets a server
     /// accept that; a front end that does not would frame the request differently).
     pub fn parse(&mut self, buf: &[u8]) -> Result<bool, Refusal> {
@@ -113,6 +162,9 @@ impl RequestHead {
         let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
             return Err(bad("400 Bad Request: a malformed request head\n"));
         };
+        if target.starts_with('/') {
+            origin_form(target.as_bytes())?;
+        }
         self.method = Span::within(buf, method.as_bytes());
         self.target = Span::within(buf, target.as_bytes());
         self.minor = minor;
@@ -243,6 +295,16 @@ mod tests {
                 b"GET / HTTP/2.0\r\nHost: a\r\n\r\n",
             ),
             ("space in a field name", b"GET / HTTP/1.1\r\nX Y: a\r\n\r\n"),
+            // Found by tests/http1_differential.rs: Pingora served it as `/`.
+            (
+                "a fragment in the target",
+                b"GET /#?q=1 HTTP/1.1\r\nHost: a\r\n\r\n",
+            ),
+            ("`<` in the target", b"GET /a<b HTTP/1.1\r\nHost: a\r\n\r\n"),
+            (
+                "a byte over 0x7e in the target",
+                b"GET /\xe9 HTTP/1.1\r\nHost: a\r\n\r\n",
+            ),
         ] {
             let refused = parse(buf);
             assert!(
