@@ -8,7 +8,7 @@
 mod common;
 
 use common::recording::{read_more, read_request};
-use common::{scrape, Opts, Tether};
+use common::{engine_requests as count, scrape, Opts, Tether};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -87,14 +87,6 @@ async fn read_all(s: &mut TcpStream, quiet: Duration) -> (String, bool) {
             Err(_) => return (String::from_utf8_lossy(&buf).to_string(), false),
         }
     }
-}
-
-fn count(metrics: &str, path: &str) -> u64 {
-    let key = format!("tether_engine_requests_total{{listener=\"web\",path=\"{path}\"}} ");
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(&key))
-        .map_or(0, |v| v.trim().parse().unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

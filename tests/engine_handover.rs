@@ -5,7 +5,7 @@
 mod common;
 
 use common::recording::{read_more, read_until, recording_server};
-use common::{scrape, Opts, Tether};
+use common::{engine_requests as count, scrape, Opts, Tether};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -18,14 +18,6 @@ fn start_engine(server: SocketAddr) -> Tether {
         metrics: true,
         ..Opts::default()
     })
-}
-
-fn count(metrics: &str, path: &str) -> u64 {
-    let key = format!("tether_engine_requests_total{{listener=\"web\",path=\"{path}\"}} ");
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(&key))
-        .map_or(0, |v| v.trim().parse().unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

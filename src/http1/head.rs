@@ -57,11 +57,11 @@ pub(crate) const fn bad(why: &'static str) -> Refusal {
     Refusal { status: 400, why }
 }
 
-/// The bytes an origin-form target (`/path?query`) may hold: the sets pingora-core's URI
-/// parser (the `http` crate) takes, so that both engines take the same paths. In the path:
-/// RFC 3986's `pchar` and `/`, with `[`, `\\`, `]`, `^`, `|`, `"`, `{`, `}` that clients send
-/// unencoded; in the query, also `/`, `?`, `` ` ``, `<`-free (`<` and `>` are refused
-/// everywhere). Bytes over 0x7e are taken as parts of UTF-8 (checked by the caller).
+/// The bytes an origin-form target (`/path?query`) may hold: the sets of pingora-core's URI
+/// parser (the `http` crate's), so that both engines take the same targets. The path takes
+/// RFC 3986's `pchar` and `/`, and `[`, `\\`, `]`, `^`, `|`, `"`, `{`, `}` that clients send
+/// unencoded; the query takes `pchar`, `/`, `?` and every other visible byte but `"`, `#`,
+/// `<`, `>`. Bytes over 0x7e must make UTF-8 ([`origin_form`] checks).
 const PATH: [bool; 256] = byte_set(false);
 const QUERY: [bool; 256] = byte_set(true);
 
@@ -130,9 +130,9 @@ impl RequestHead {
     /// Reads a head from the start of `buf`: `Ok(true)` when it is whole (indexed in
     /// `self`), `Ok(false)` when more bytes are needed. Refused: what `httparse` refuses
     /// (bare CR, whitespace before a field's colon, obs-fold, a control byte in a value,
-    /// more than one space between the parts of the request line), a fragment (`#`) in the
-    /// target, more than
-    /// [`MAX_FIELDS`] fields, and a line ended by LF alone (RFC 9112 §2.2 lets a server
+    /// more than one space between the parts of the request line), an origin-form target
+    /// with a fragment or a byte outside `PATH`/`QUERY`, more than [`MAX_FIELDS`]
+    /// fields, and a line ended by LF alone (RFC 9112 §2.2 lets a server
     /// accept that; a front end that does not would frame the request differently).
     pub fn parse(&mut self, buf: &[u8]) -> Result<bool, Refusal> {
         let mut slots = [const { MaybeUninit::<httparse::Header>::uninit() }; MAX_FIELDS];

@@ -384,6 +384,16 @@ pub async fn scrape(addr: SocketAddr) -> String {
         .to_string()
 }
 
+/// `tether_engine_requests_total` of listener `web` for `path` (`engine` or `handover`) in
+/// a scrape; 0 when the series is not there.
+pub fn engine_requests(metrics: &str, path: &str) -> u64 {
+    let key = format!("tether_engine_requests_total{{listener=\"web\",path=\"{path}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&key))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
 /// A cluster body: `settings` (indented cluster fields, may be empty), then every server.
 pub fn cluster_yaml(settings: &str, sims: &[TomcatSim]) -> String {
     let mut c = format!("{settings}    servers:\n");
