@@ -36,7 +36,7 @@ use std::future::Future;
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 tokio::task_local! {
     /// The connection's head budget, lifted by the proxy once the request's head is read.
@@ -109,19 +109,19 @@ impl Listener {
         }
     }
 
-    /// Serves one request with `serve`, raced against its head deadline; `None` when the
-    /// deadline passed before the head was read (the connection is then closed by dropping
-    /// it). `serve` is pinned by the caller: a request's future is large (Pingora's proxy
-    /// future is tens of KiB) and must not be moved on every request.
+    /// Serves one request with `serve`, raced against its head deadline `until`; `None` when
+    /// the deadline passed before the head was read (the connection is then closed by
+    /// dropping it). `serve` is pinned by the caller: a request's future is large (Pingora's
+    /// proxy future is tens of KiB) and must not be moved on every request.
     async fn within_deadline<F: Future>(
         &self,
         mut serve: Pin<&mut F>,
-        deadline: Duration,
+        until: Instant,
         budget: &HeadBudget,
     ) -> Option<F::Output> {
         let served = tokio::select! {
             r = serve.as_mut() => Some(r),
-            () = tokio::time::sleep(deadline) => {
+            () = tokio::time::sleep_until(until.into()) => {
                 if budget.is_lifted() {
                     Some(serve.await)
                 } else {
@@ -191,52 +191,104 @@ impl Listener {
         )
     }
 
+    /// A new request head is expected, within `max_head` bytes and `deadline`: when it must
+    /// be read by.
+    fn start_head(budget: &HeadBudget, (deadline, max_head): (Duration, usize)) -> Instant {
+        budget.start(max_head);
+        Instant::now() + deadline
+    }
+
+    /// A new HTTP/1 connection's requests through Pingora's proxy (`keepalive`: its idle
+    /// timeout, `None` when the server stops; `first`: the first head's deadline and size).
+    async fn proxy_conn(
+        &self,
+        stream: Stream,
+        keepalive: Option<Duration>,
+        shutdown: &ShutdownWatch,
+        budget: &HeadBudget,
+        first: (Duration, usize),
+    ) -> Option<Stream> {
+        let mut session = ServerSession::new_http1(stream);
+        session.set_keepalive(keepalive.map(|k| k.as_secs().max(1)));
+        self.proxy_loop(session, shutdown, budget, first).await
+    }
+
     /// An HTTP/1 connection's requests through Pingora's proxy.
     async fn proxy_loop(
         &self,
         mut session: ServerSession,
         shutdown: &ShutdownWatch,
         budget: &HeadBudget,
-        (mut deadline, mut max_head): (Duration, usize),
+        mut head: (Duration, usize),
     ) -> Option<Stream> {
         loop {
-            budget.start(max_head);
+            let until = Self::start_head(budget, head);
             let serve = pin!(self.proxy.process_new_http(session, shutdown));
-            let reused = self.within_deadline(serve, deadline, budget).await??;
+            let reused = self.within_deadline(serve, until, budget).await??;
             let (stream, persistent) = reused.consume();
             session = ServerSession::new_http1(stream);
             if let Some(p) = persistent {
                 p.apply_to_session(&mut session);
             }
-            (deadline, max_head) = self.next_head();
+            head = self.next_head();
         }
     }
 
     /// An HTTP/1 connection's requests through tether's engine, until one is handed over:
-    /// then the connection goes on with Pingora's proxy.
+    /// then the connection goes on with Pingora's proxy. While the connection is busy its
+    /// requests are served by one boxed future ([`Self::engine_busy`]); one that waits
+    /// for its next request past the engine's grace gives it back (a request's future is
+    /// a few KiB) with its buffers, and waits here on a few hundred bytes.
     async fn engine_loop(
         &self,
         engine: &Engine,
         stream: Stream,
         shutdown: &ShutdownWatch,
         budget: &HeadBudget,
-        (mut deadline, mut max_head): (Duration, usize),
+        first: (Duration, usize),
     ) -> Option<Stream> {
         let mut conn = crate::engine::Conn::new(stream);
+        let mut until = Self::start_head(budget, first);
         loop {
-            budget.start(max_head);
-            let stopping = *shutdown.borrow();
-            let serve = pin!(engine.serve(conn, stopping));
-            match self.within_deadline(serve, deadline, budget).await? {
-                Next::KeepAlive(c) => conn = c,
-                Next::Close => return None,
+            let busy = Box::pin(self.engine_busy(engine, conn, shutdown, budget, &mut until));
+            match busy.await? {
+                Next::Idle(c) => conn = c,
                 // The handed-over head was read already; Pingora's proxy lifts its deadline.
                 Next::Handover(session) => {
                     let next = self.next_head();
-                    return Box::pin(self.proxy_loop(*session, shutdown, budget, next)).await;
+                    let proxy = Box::pin(self.proxy_loop(*session, shutdown, budget, next));
+                    return proxy.await;
                 }
+                Next::KeepAlive(_) | Next::Close => return None,
             }
-            (deadline, max_head) = self.next_head();
+            // The same request's head deadline goes on.
+            let idle = pin!(engine.idle(&mut conn));
+            if !self.within_deadline(idle, until, budget).await? {
+                return None;
+            }
+        }
+    }
+
+    /// The requests of a busy engine connection, from the one whose head must be read by
+    /// `until`: what ends the run ([`Next::Idle`] or [`Next::Handover`], with `until` the
+    /// deadline of the request that is not read yet), or `None` when the connection closes.
+    async fn engine_busy(
+        &self,
+        engine: &Engine,
+        mut conn: Box<crate::engine::Conn>,
+        shutdown: &ShutdownWatch,
+        budget: &HeadBudget,
+        until: &mut Instant,
+    ) -> Option<Next> {
+        loop {
+            let stopping = *shutdown.borrow();
+            let serve = pin!(engine.serve(conn, stopping));
+            match self.within_deadline(serve, *until, budget).await? {
+                Next::KeepAlive(c) => conn = c,
+                Next::Close => return None,
+                other => return Some(other),
+            }
+            *until = Self::start_head(budget, self.next_head());
         }
     }
 }
@@ -283,26 +335,33 @@ impl ServerApp for Listener {
             let from = snapshot.proxy_protocol[self.index]
                 .as_deref()
                 .unwrap_or(&[]);
-            self.proxy_protocol(stream, from, first).await?
+            let read = Box::pin(self.proxy_protocol(stream, from, first));
+            read.await?
         } else {
             stream
         };
         // Counted from here until the connection ends, however it ends.
         let _client = self.count_client(&stream)?;
-        let stream =
-            match accept::accept(stream, tls.as_deref(), self.h2c, first, &self.name).await? {
-                // HTTP/2 streams are Pingora's (its h2 settings bound them); the connection
-                // still counts in `max_connections` until it ends.
-                accept::Speaks::Http2(stream) => {
-                    return Box::pin(<HttpProxy<TetherProxy> as ServerApp>::process_new(
-                        &self.proxy,
-                        stream,
-                        shutdown,
-                    ))
-                    .await;
-                }
-                accept::Speaks::Http1(stream) => stream,
-            };
+        let accept = Box::pin(accept::accept(
+            stream,
+            tls.as_deref(),
+            self.h2c,
+            first,
+            &self.name,
+        ));
+        let stream = match accept.await? {
+            // HTTP/2 streams are Pingora's (its h2 settings bound them); the connection
+            // still counts in `max_connections` until it ends.
+            accept::Speaks::Http2(stream) => {
+                let h2 = Box::pin(<HttpProxy<TetherProxy> as ServerApp>::process_new(
+                    &self.proxy,
+                    stream,
+                    shutdown,
+                ));
+                return h2.await;
+            }
+            accept::Speaks::Http1(stream) => stream,
+        };
         let budget = Arc::new(HeadBudget::default());
         if let Some(fd) = fd {
             budget.set_fd(fd);
@@ -311,22 +370,22 @@ impl ServerApp for Listener {
         // The first head: from the connection's start.
         let first = (limits.request_head_timeout, limits.max_request_head);
         // The head budget is the connection's: one task-local scope for all its requests.
+        // A connection's task is as large as the largest future it may await, and it
+        // lives as long as the connection: what only some connections or some moments
+        // need (the PROXY header, TLS, HTTP/2, pingora-proxy, a request in flight) is
+        // boxed, each box made in a statement of its own (a temporary of `Box::pin(f).await`
+        // keeps its place in the task until the statement ends). An idle engine
+        // connection's task is then a few hundred bytes.
         HEAD.scope(budget.clone(), async {
             if let Some(engine) = &self.engine {
                 return self
                     .engine_loop(engine, Box::new(limited), shutdown, &budget, first)
                     .await;
             }
-            // Boxed: a connection's task is as large as the largest future it may await,
-            // and pingora-proxy's is tens of KiB; the engine's connections should not carry
-            // that while they wait.
-            let mut session = ServerSession::new_http1(Box::new(limited));
-            session.set_keepalive(if *shutdown.borrow() {
-                None
-            } else {
-                Some(limits.keepalive_timeout.as_secs().max(1))
-            });
-            Box::pin(self.proxy_loop(session, shutdown, &budget, first)).await
+            let keepalive = (!*shutdown.borrow()).then_some(limits.keepalive_timeout);
+            let limited = Box::new(limited);
+            let proxy = Box::pin(self.proxy_conn(limited, keepalive, shutdown, &budget, first));
+            proxy.await
         })
         .await
     }

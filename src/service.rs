@@ -39,10 +39,19 @@ pub struct RunOptions {
 /// into its own header and body buffers, so Pingora's 64 KiB read buffer per connection
 /// (meant for TLS records) only adds a copy: without it a connection held open costs
 /// 24 KiB instead of 28 KiB (10,000 open keep-alive connections: 249 vs 291 MiB RSS), at
-/// the same CPU per request. Writes keep Pingora's MSS-sized buffer.
+/// the same CPU per request. Writes keep Pingora's MSS-sized buffer, which joins
+/// pingora-proxy's separate writes of a response's head and body.
 const LISTENER_BUFFERS: L4BufferSettings = L4BufferSettings {
     read: Some(0),
     write: None,
+};
+
+/// Socket buffering of a plain listener on tether's engine: none. The engine writes each
+/// answer from its own buffer in one call, so a write buffer would only copy it, and hold
+/// 1.4 KiB of every idle connection.
+const ENGINE_BUFFERS: L4BufferSettings = L4BufferSettings {
+    read: Some(0),
+    write: Some(0),
 };
 
 /// Pingora's `ServerConf` from tether's `server:` section.
@@ -181,10 +190,10 @@ pub fn build_server(
         let mut service = Service::new(name, app);
         // TLS reads whole records through Pingora's read buffer; plain HTTP/1 does not
         // need it (its parser buffers).
-        let buffers = if listener.tls.is_some() {
-            L4BufferSettings::default()
-        } else {
-            LISTENER_BUFFERS
+        let buffers = match (&listener.tls, listener.http1) {
+            (Some(_), _) => L4BufferSettings::default(),
+            (None, Http1Path::Engine) => ENGINE_BUFFERS,
+            (None, Http1Path::Proxy) => LISTENER_BUFFERS,
         };
         service.add_listener(ListenerConfig::tcp(listener.address.to_string()).l4_buffer(buffers));
         let default = match listener.cluster {

@@ -1,6 +1,7 @@
 //! One HTTP/1 request on tether's engine, in the order of pingora-proxy's phases: the head
 //! read and checked, the body buffered, then the proxy core's steps (`steps.rs`) and the
-//! log; and the wait for the next request. A request the engine does not take yet is
+//! log; and the wait for the next request (without buffers past a grace, [`Engine::idle`],
+//! outside the request's future). A request the engine does not take yet is
 //! handed to pingora-proxy with the bytes already read, and the connection stays there.
 
 use super::answer;
@@ -45,6 +46,9 @@ pub enum Next {
     /// The connection carries the next request.
     KeepAlive(Box<Conn>),
     Close,
+    /// The connection waited [`IDLE_GRACE`] for its next request and gave its buffers back:
+    /// its next bytes are awaited with [`Engine::idle`], outside this request's future.
+    Idle(Box<Conn>),
     /// Not one for the engine: a session that reads the same request again from the
     /// bytes already read, for pingora-proxy.
     Handover(Box<ServerSession>),
@@ -95,13 +99,24 @@ impl Engine {
             }
             // The head's size is bounded by the listener's stream (`HeadLimited`), which
             // answers 431 itself and ends the reads. A connection that waits for its next
-            // request longer than `IDLE_GRACE` gives its buffers back meanwhile.
+            // request longer than `IDLE_GRACE` gives its buffers back and returns
+            // (`Next::Idle`): the listener waits for it without this request's future.
             let read = if c.end > 0 {
                 c.read_more(usize::MAX).await
+            } else if c.is_shed() {
+                return Next::Idle(c);
             } else {
-                match self.wait(&mut c, stop.as_mut()).await {
-                    Some(r) => r,
-                    None => return Next::Close,
+                let read = tokio::select! {
+                    biased;
+                    r = tokio::time::timeout(IDLE_GRACE, c.read_more(usize::MAX)) => r,
+                    () = stop.as_mut() => return Next::Close,
+                };
+                match read {
+                    Ok(r) => r,
+                    Err(_) => {
+                        c.shed();
+                        return Next::Idle(c);
+                    }
                 }
             };
             match read {
@@ -174,36 +189,30 @@ impl Engine {
         Next::KeepAlive(c)
     }
 
-    /// Waits for the first bytes of a connection's next request: in its buffers for
-    /// [`IDLE_GRACE`], then without them (a few hundred bytes on the stack of this wait).
-    /// `None` when the server stops meanwhile.
-    async fn wait(
-        &self,
-        c: &mut Conn,
-        mut stop: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
-    ) -> Option<std::io::Result<usize>> {
-        if !c.is_shed() {
-            let read = tokio::select! {
-                biased;
-                r = tokio::time::timeout(IDLE_GRACE, c.read_more(usize::MAX)) => r,
-                () = stop.as_mut() => return None,
-            };
-            match read {
-                Ok(r) => return Some(r),
-                Err(_) => c.shed(),
-            }
+    /// Waits, without buffers, for the first bytes of the next request of a connection
+    /// that gave them back ([`Next::Idle`]): a few hundred bytes on the stack of this wait.
+    /// True when they came (the buffers are taken again, with them); false at the client's
+    /// end, on a failed read, or when the server stops meanwhile.
+    pub async fn idle(&self, c: &mut Conn) -> bool {
+        let stop = self.shutdown.notified();
+        tokio::pin!(stop);
+        stop.as_mut().enable();
+        if self.stopping.load(Ordering::Acquire) {
+            return false;
         }
         let mut first = [0u8; super::conn::IDLE_READ];
         let read = tokio::select! {
             biased;
             r = c.stream.read(&mut first) => r,
-            () = stop => return None,
+            () = stop => return false,
         };
-        Some(read.inspect(|&n| {
-            if n > 0 {
+        match read {
+            Ok(n) if n > 0 => {
                 c.restore(&first[..n]);
+                true
             }
-        }))
+            _ => false,
+        }
     }
 
     /// A head refused (malformed, or framed ambiguously): its status, and the connection
