@@ -3,9 +3,9 @@
 //! allocated once per connection, with the request head indexed in place
 //! (`crate::http1`), the proxy core's steps run over that view (`crate::proxy`), the
 //! upstream head written straight to the wire, and servers reached through Pingora's
-//! connector. What it does not take yet (plugins, `redirect_https`, bodies that are
-//! chunked or larger than `request_buffer`, `Expect`, upgrades, `Connection` options,
-//! absolute-form targets) goes to pingora-proxy with the bytes already read.
+//! connector. What it does not take yet (plugins, bodies that are chunked or larger
+//! than `request_buffer`, `Expect`, upgrades, `Connection` options, absolute-form
+//! targets) goes to pingora-proxy with the bytes already read.
 
 mod answer;
 mod conn;

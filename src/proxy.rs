@@ -31,7 +31,7 @@ pub use min_rate::{body_time_left, write_timeout};
 pub use peer::{connect_failed, http_peer};
 pub use record::of_request as access_record;
 pub use request::{host_and_port, log_refusal};
-pub use respond::error_body;
+pub use respond::{error_body, https_host, NO_HOST};
 pub use secure::{set_ssl_headers, Secure};
 pub use upstream_fields::UpstreamFields;
 pub use websphere::{learn as learn_wspt, tag_request};

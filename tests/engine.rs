@@ -224,6 +224,39 @@ async fn what_the_engine_does_not_take_is_handed_over_with_the_bytes_it_read() {
     t.terminate();
 }
 
+/// A `redirect_https` listener's answers are the engine's own, on a kept connection: the
+/// same host and target over https, and a host that cannot go into a `Location` refused
+/// (400, the connection closed), as pingora-proxy's path answers; the server sees nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_to_https_is_the_engines_own_answer() {
+    let (server, seen) = scripted_server().await;
+    let t = start(server, "    redirect_https: { port: 8443 }\n");
+    let mut s = TcpStream::connect(t.addr).await.unwrap();
+    s.write_all(b"GET /a/b?c=1 HTTP/1.1\r\nHost: shop.example:8080\r\n\r\nPOST / HTTP/1.1\r\nHost: [::1]\r\nContent-Length: 2\r\n\r\nokGET /x HTTP/1.1\r\nHost: shop_1\r\n\r\nGET /never HTTP/1.1\r\nHost: shop\r\n\r\n")
+        .await
+        .unwrap();
+    let (text, closed) = read_all(&mut s, Duration::from_secs(2)).await;
+    let answers: Vec<_> = text.split("HTTP/1.1 ").skip(1).collect();
+    assert_eq!(answers.len(), 3, "{text}");
+    assert!(
+        answers[0].starts_with("308 Permanent Redirect\r\n"),
+        "{text}"
+    );
+    assert!(answers[0].contains("\r\nLocation: https://shop.example:8443/a/b?c=1\r\n"));
+    assert!(
+        answers[1].contains("\r\nLocation: https://[::1]:8443/\r\n"),
+        "{text}"
+    );
+    assert!(!answers[1].contains("Connection: close"), "{text}");
+    assert!(answers[2].starts_with("400 Bad Request\r\n"), "{text}");
+    assert!(answers[2].contains("Connection: close\r\n"), "{text}");
+    assert!(closed, "the connection closes after the 400: {text}");
+    assert!(seen.requests.lock().unwrap().is_empty());
+    let m = scrape(t.metrics.unwrap()).await;
+    assert_eq!((count(&m, "engine"), count(&m, "handover")), (3, 0), "{m}");
+    t.terminate();
+}
+
 /// RFC 9112's framing rules, as the engine applies them on the wire: each refused with 400
 /// and the connection closed, nothing sent to the server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

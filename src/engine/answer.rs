@@ -1,5 +1,5 @@
-//! The answers tether's engine writes itself (a refusal, a route's own answer, an error
-//! of the server's), into the connection's write buffer; the same heads and bodies as
+//! The answers tether's engine writes itself (a refusal, a route's own answer, a redirect
+//! to https, an error of the server's), into the connection's write buffer; the same heads and bodies as
 //! pingora-proxy's path writes (`proxy/respond.rs`).
 
 use crate::proxy::write_on_stack;
@@ -32,6 +32,33 @@ pub fn plain(
     }
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(body);
+}
+
+/// Writes a redirect to `https://<host>[:<port>]<target>` (`redirect_https`; `host`
+/// checked by `proxy::https_host`), the `Location` written in place.
+pub fn to_https(
+    out: &mut Vec<u8>,
+    redirect: crate::config::Redirect,
+    host: &[u8],
+    target: &[u8],
+    close: bool,
+) {
+    status_line(out, redirect.status);
+    out.extend_from_slice(b"Location: https://");
+    out.extend_from_slice(host);
+    let mut digits = [0u8; 48];
+    if redirect.port != 443 {
+        out.push(b':');
+        out.extend_from_slice(write_on_stack(&mut digits, redirect.port));
+    }
+    out.extend_from_slice(target);
+    out.extend_from_slice(b"\r\n");
+    field(out, b"Content-Length", b"0");
+    field(out, b"Cache-Control", b"no-store");
+    if close {
+        field(out, b"Connection", b"close");
+    }
+    out.extend_from_slice(b"\r\n");
 }
 
 /// `HTTP/1.1 <status> <reason>` and its line end, into an emptied `out`.
@@ -67,6 +94,15 @@ mod tests {
         assert_eq!(
             out,
             b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 3\r\nCache-Control: no-store\r\n\r\nno\n"
+        );
+        let redirect = crate::config::Redirect {
+            status: 308,
+            port: 8443,
+        };
+        to_https(&mut out, redirect, b"shop.example", b"/a?b=1", false);
+        assert_eq!(
+            out,
+            b"HTTP/1.1 308 Permanent Redirect\r\nLocation: https://shop.example:8443/a?b=1\r\nContent-Length: 0\r\nCache-Control: no-store\r\n\r\n"
         );
         plain(&mut out, 302, b"", true, Some(("Location", b"/x")));
         assert_eq!(

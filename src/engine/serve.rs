@@ -142,8 +142,7 @@ impl Engine {
             && !framing.upgrade
             && !framing.expect
             && !framing.connection_options
-            && !snapshot.has_plugins()
-            && snapshot.redirects[self.listener].is_none();
+            && !snapshot.has_plugins();
         let Some(body_len) = body_len.filter(|_| takes) else {
             self.served.1.inc();
             return Next::Handover(Box::new(handover(c)));

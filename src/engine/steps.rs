@@ -66,6 +66,19 @@ impl Engine {
                 return self.answered(c, 429, req).await;
             }
         }
+        if let Some(redirect) = snapshot.redirects[self.listener] {
+            ctx.metrics = default.map(|d| snapshot.metrics[d].clone());
+            let host = c.head.values(&c.buf, http::header::HOST.as_str()).next();
+            let Some(host) = proxy::https_host(host.unwrap_or_default()) else {
+                // As pingora-proxy's path: refused, and the connection closes.
+                let no_host = proxy::NO_HOST.as_bytes();
+                answer::plain(&mut c.out, 400, no_host, true, None);
+                return (self.answered(c, 400, req).await.0, false);
+            };
+            let target = c.head.target.of(&c.buf);
+            answer::to_https(&mut c.out, redirect, host, target, !req.client_keep);
+            return self.answered(c, redirect.status, req).await;
+        }
         ctx.forwarded = snapshot.forwarded[self.listener];
         let routes = &snapshot.routes[self.listener];
         let mut start = default;

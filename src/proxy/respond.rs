@@ -65,24 +65,9 @@ pub async fn to_https(session: &mut Session, redirect: crate::config::Redirect) 
         .get(http::header::HOST)
         .map(|h| h.as_bytes())
         .unwrap_or_default();
-    let host = match host.iter().rposition(|&b| b == b':') {
-        Some(colon) if !host.ends_with(b"]") => &host[..colon],
-        _ => host,
+    let Some(host) = https_host(host) else {
+        return plain(session, 400, NO_HOST, Conn::Close).await;
     };
-    // Only a plain host name or address goes into the Location.
-    let valid = !host.is_empty()
-        && host
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || b"-.[]:".contains(b));
-    if !valid {
-        return plain(
-            session,
-            400,
-            "400 Bad Request: no usable Host\n",
-            Conn::Close,
-        )
-        .await;
-    }
     let mut location = String::with_capacity(host.len() + 64);
     location.push_str("https://");
     location.push_str(std::str::from_utf8(host).unwrap_or_default());
@@ -96,6 +81,23 @@ pub async fn to_https(session: &mut Session, redirect: crate::config::Redirect) 
     resp.insert_header(http::header::CONTENT_LENGTH, 0)?;
     resp.insert_header(http::header::CACHE_CONTROL, "no-store")?;
     session.write_response_header(Box::new(resp), true).await
+}
+
+/// The answer to a `redirect_https` request without a host to redirect to.
+pub const NO_HOST: &str = "400 Bad Request: no usable Host\n";
+
+/// The host of a `Host` value for an https `Location`, its port left out; `None` unless
+/// it is a plain host name or address (nothing else goes into the `Location`).
+pub fn https_host(host: &[u8]) -> Option<&[u8]> {
+    let host = match host.iter().rposition(|&b| b == b':') {
+        Some(colon) if !host.ends_with(b"]") => &host[..colon],
+        _ => host,
+    };
+    let valid = !host.is_empty()
+        && host
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-.[]:".contains(b));
+    valid.then_some(host)
 }
 
 /// Answers with a redirect to `to` (a route's `redirect:`).
