@@ -176,6 +176,7 @@ fn main() -> ExitCode {
                 tether::upgrade::write_pid_file(&pid_file);
             }
             let mut server = server;
+            tether::metrics::register_heap();
             server.add_service(pingora_core::services::background::background_service(
                 "allocator",
                 ReturnFreedMemory,

@@ -8,8 +8,11 @@
 //! table) are read at scrape time by [`LiveCollector`].
 
 mod cluster;
+mod heap;
 mod live;
 mod process;
+
+pub use heap::register as register_heap;
 
 pub use cluster::ClusterMetrics;
 pub use live::LiveCollector;

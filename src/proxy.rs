@@ -12,7 +12,7 @@ mod hooks;
 mod min_rate;
 mod pace;
 mod peer;
-mod plugins;
+pub mod plugins;
 mod record;
 mod request;
 pub mod request_checks;
@@ -22,6 +22,7 @@ mod secure;
 mod upstream_fields;
 mod websphere;
 
+pub use body::H1_MOST;
 pub use ctx::RequestCtx;
 
 /// The proxy core's parts that tether's own HTTP/1 engine (`crate::engine`) runs too.
@@ -447,15 +448,7 @@ impl TetherProxy {
             let server = if ctx.rejected.is_some() { None } else { server };
             m.request_done(server, status, duration.as_secs_f64());
         }
-        if let Some((snapshot, listener, cluster)) = &ctx.plugins {
-            let summary = tether_plugins::LogSummary {
-                status,
-                cluster: Some(*cluster),
-                server,
-            };
-            snapshot.listener_chains[*listener].logging(&summary);
-            snapshot.cluster_chains[*cluster].logging(&summary);
-        }
+        plugins::log(ctx, status, server);
         if let Some(log) = &self.access_log {
             log.log(record::of(session, ctx, status, duration, server));
         }

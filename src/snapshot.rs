@@ -43,6 +43,9 @@ pub struct Snapshot {
     pub cluster_chains: Box<[Arc<Chain>]>,
     /// Whether any chain has a plugin: requests skip the plugin phases when none does.
     has_plugins: bool,
+    /// Whether a plugin of any chain changes messages (`Plugin::edits_messages`): then
+    /// tether's HTTP/1 engine hands requests to pingora-proxy.
+    plugins_edit: bool,
 }
 
 impl Snapshot {
@@ -56,7 +59,7 @@ impl Snapshot {
             )
         })));
         let build = |spec: &tether_plugins::PluginSpec| tether_plugins::build(spec, &targets);
-        let listener_chains = config
+        let listener_chains: Box<[Arc<Chain>]> = config
             .listeners
             .iter()
             .enumerate()
@@ -71,7 +74,7 @@ impl Snapshot {
                 ))
             })
             .collect();
-        let cluster_chains = config
+        let cluster_chains: Box<[Arc<Chain>]> = config
             .clusters
             .iter()
             .map(|c| {
@@ -87,7 +90,7 @@ impl Snapshot {
                 ))
             })
             .collect();
-        let routes = config
+        let routes: Box<[Arc<ListenerRoutes>]> = config
             .listeners
             .iter()
             .map(|l| {
@@ -113,6 +116,15 @@ impl Snapshot {
                 .listeners
                 .iter()
                 .any(|l| l.routes.iter().any(|r| !r.plugins.is_empty()));
+        let plugins_edit = listener_chains
+            .iter()
+            .chain(cluster_chains.iter())
+            .chain(
+                routes
+                    .iter()
+                    .flat_map(|r| r.routes.iter().map(|i| &i.chain)),
+            )
+            .any(|c| c.edits_messages());
         let mut clusters = Vec::new();
         let mut metrics = Vec::new();
         for c in &config.clusters {
@@ -175,6 +187,7 @@ impl Snapshot {
             listener_chains,
             cluster_chains,
             has_plugins,
+            plugins_edit,
         }
     }
 
@@ -194,6 +207,11 @@ impl Snapshot {
     /// Does any listener or cluster have routing plugins?
     pub fn has_plugins(&self) -> bool {
         self.has_plugins
+    }
+
+    /// Does a plugin change messages (so tether's HTTP/1 engine hands requests over)?
+    pub fn plugins_edit(&self) -> bool {
+        self.plugins_edit
     }
 
     /// The router and metric handles of listener `listener`'s default cluster.

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::recording::{read_more, read_request};
+use common::recording::{read_all, read_request};
 use common::{engine_requests as count, scrape, Opts, Tether};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -75,18 +75,6 @@ fn start(server: SocketAddr, extra: &str) -> Tether {
         metrics: true,
         ..Opts::default()
     })
-}
-
-/// Reads what the connection sends until it closes or `quiet` passes without a byte.
-async fn read_all(s: &mut TcpStream, quiet: Duration) -> (String, bool) {
-    let mut buf = Vec::new();
-    loop {
-        match tokio::time::timeout(quiet, read_more(s, &mut buf)).await {
-            Ok(true) => {}
-            Ok(false) => return (String::from_utf8_lossy(&buf).to_string(), true),
-            Err(_) => return (String::from_utf8_lossy(&buf).to_string(), false),
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -206,8 +194,9 @@ async fn what_the_engine_does_not_take_is_handed_over_with_the_bytes_it_read() {
     let (server, seen) = scripted_server().await;
     let t = start(server, "");
     let mut s = TcpStream::connect(t.addr).await.unwrap();
-    // One served by the engine, then a chunked body (handed over) and one more after it.
-    s.write_all(b"GET /1 HTTP/1.1\r\nHost: shop\r\n\r\nPOST /2 HTTP/1.1\r\nHost: shop\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nworld\r\n0\r\n\r\nGET /3 HTTP/1.1\r\nHost: shop\r\n\r\n")
+    // One served by the engine, then one with the asterisk-form target (handed over) and
+    // one more after it.
+    s.write_all(b"GET /1 HTTP/1.1\r\nHost: shop\r\n\r\nOPTIONS * HTTP/1.1\r\nHost: shop\r\nContent-Length: 5\r\n\r\nworldGET /3 HTTP/1.1\r\nHost: shop\r\n\r\n")
         .await
         .unwrap();
     let (text, _) = read_all(&mut s, Duration::from_millis(500)).await;
@@ -217,8 +206,8 @@ async fn what_the_engine_does_not_take_is_handed_over_with_the_bytes_it_read() {
         .iter()
         .map(|r| r.1.split(' ').nth(1).unwrap().to_string())
         .collect();
-    assert_eq!(paths, ["/1", "/2", "/3"]);
-    assert_eq!(requests[1].2, b"5\r\nworld\r\n0\r\n\r\n");
+    assert_eq!(paths, ["/1", "*", "/3"]);
+    assert_eq!(requests[1].2, b"world");
     let m = scrape(t.metrics.unwrap()).await;
     assert_eq!((count(&m, "engine"), count(&m, "handover")), (1, 1), "{m}");
     t.terminate();
@@ -354,5 +343,41 @@ async fn a_connection_idle_past_its_grace_still_serves_its_next_requests() {
     assert_eq!(requests.len(), 2);
     assert!(requests[1].1.contains(&"v".repeat(600)));
     assert_eq!(requests[1].2, b"hello");
+    t.terminate();
+}
+
+/// An absolute-form target (what a client sends a proxy it knows is one) is the engine's:
+/// passed on as the client wrote it, on a kept connection; one whose authority is not its
+/// `Host` is refused (400) and the connection closed, as pingora-core refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absolute_form_targets_are_the_engines_and_must_name_their_host() {
+    let (server, seen) = scripted_server().await;
+    let t = start(server, "");
+    let mut s = TcpStream::connect(t.addr).await.unwrap();
+    s.write_all(b"GET http://shop:8080/a?b=1 HTTP/1.1\r\nHost: shop:8080\r\n\r\nGET HTTP://other/c HTTP/1.1\r\nHost: shop\r\n\r\nGET /never HTTP/1.1\r\nHost: shop\r\n\r\n")
+        .await
+        .unwrap();
+    let (text, closed) = read_all(&mut s, Duration::from_secs(2)).await;
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    assert!(
+        text.contains("HTTP/1.1 400 Bad Request\r\n")
+            && text.ends_with("Host differs from the request target's authority\n"),
+        "{text}"
+    );
+    assert!(closed);
+    let heads: Vec<_> = seen
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.1.clone())
+        .collect();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    assert!(
+        heads[0].starts_with("GET http://shop:8080/a?b=1 HTTP/1.1\r\n"),
+        "{heads:?}"
+    );
+    let m = scrape(t.metrics.unwrap()).await;
+    assert_eq!((count(&m, "engine"), count(&m, "handover")), (2, 0), "{m}");
     t.terminate();
 }

@@ -151,6 +151,13 @@ async fn a_scrape_passes_promtool_and_counts_what_happened() {
             "{name} exported:\n{text}"
         );
     }
+    // The heap as jemalloc sees it: objects within their pages, within what it holds.
+    let heap = |kind: &str| v(&format!("tether_heap_bytes{{kind=\"{kind}\"}}"));
+    let (allocated, active, resident) = (heap("allocated"), heap("active"), heap("resident"));
+    assert!(
+        allocated > 0.0 && allocated <= active && active <= resident,
+        "{allocated} {active} {resident}"
+    );
     // No label carries a path or a session id.
     assert!(
         !text.contains("S1.tc1") && !text.contains("/shop"),

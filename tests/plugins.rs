@@ -4,7 +4,7 @@
 mod common;
 
 use common::lookup::Lookup;
-use common::{scratch_dir, server_line, tomcats, Opts, Tether};
+use common::{engine_requests, scratch_dir, server_line, tomcats, Opts, Tether};
 use std::time::{Duration, Instant};
 use tether::sim::HttpClient;
 
@@ -114,6 +114,20 @@ async fn users_go_where_the_api_says_and_sessions_still_win() {
     let resp = t.client().get("/", &[]).await.unwrap();
     assert_eq!(resp.status, 200);
     assert_eq!(lookups(&t, "miss").await, 3.0);
+    // On tether's engine (the default) the plugins ran there: nothing was handed over.
+    if std::env::var("TETHER_HTTP1").as_deref() != Ok("proxy") {
+        let m = HttpClient::new(t.metrics.unwrap())
+            .get("/metrics", &[])
+            .await
+            .unwrap()
+            .body_str()
+            .to_string();
+        let served = (
+            engine_requests(&m, "engine"),
+            engine_requests(&m, "handover"),
+        );
+        assert_eq!(served, (17, 0), "{m}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

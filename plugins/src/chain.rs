@@ -57,6 +57,11 @@ impl Chain {
         self.plugins.is_empty()
     }
 
+    /// Does a plugin of the chain change messages ([`Plugin::edits_messages`])?
+    pub fn edits_messages(&self) -> bool {
+        self.each().any(|p| p.edits_messages())
+    }
+
     fn each(&self) -> impl Iterator<Item = &Arc<dyn Plugin>> {
         self.plugins.iter().map(|l| &l.plugin)
     }

@@ -74,6 +74,15 @@ pub trait Plugin: Send + Sync {
     /// The registry name (`route_lookup`, ...).
     fn name(&self) -> &'static str;
 
+    /// Does the plugin change messages (its request, upstream request, upstream response
+    /// or response phase)? tether's HTTP/1 engine runs the request, route and logging
+    /// phases of plugins that do not over its own view of a request, and builds Pingora's
+    /// header types only for them; a listener whose chains change messages has its
+    /// requests served by pingora-proxy, which keeps those types for every request.
+    fn edits_messages(&self) -> bool {
+        false
+    }
+
     /// Before routing; may answer the request itself.
     async fn request(&self, _req: &mut RequestHeader, _conn: &Connection) -> Flow {
         Flow::Continue

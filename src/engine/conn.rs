@@ -16,8 +16,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// retry) only for the requests that need it.
 const FIRST_READ: usize = 4096;
 
-/// Bytes a connection that gave its buffers back reads its next request's start into.
-pub const IDLE_READ: usize = 256;
+/// Bytes a connection that gave its buffers back reads its next request's start into: a
+/// few, as they sit in the connection's task while it waits (the rest of the request is
+/// read into the buffers taken again).
+pub const IDLE_READ: usize = 32;
 
 pub struct Conn {
     pub stream: Stream,

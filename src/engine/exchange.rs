@@ -5,6 +5,7 @@
 use super::answer;
 use super::conn::{to_client, write_all, Conn};
 use super::pool;
+use super::upload::{Stop, Upload};
 use super::wire::{Replaced, Upstream};
 use crate::config::ListenerLimits;
 use crate::http1::chunked::{Decoder, Event};
@@ -23,17 +24,27 @@ const MAX_INFORMATIONAL: u8 = 16;
 
 /// What the request is, for the try.
 pub struct Request {
-    pub body: Body,
-    /// Bytes of the buffered body after the head.
-    pub body_len: usize,
+    /// Its body: the part read, and the rest while it streams.
+    pub upload: Upload,
     pub head_request: bool,
-    /// The client's connection may carry another request after this one.
+    /// The client's connection may carry another request after this one (once its body
+    /// was read: [`Request::keeps`]).
     pub client_keep: bool,
     /// The client speaks HTTP/1.0 (a chunked answer is relayed without its coding).
     pub http10: bool,
+    /// Its `Connection` nominates fields (left out of the upstream head).
+    pub nominates: bool,
     pub limits: ListenerLimits,
     /// Most idle connections kept per server and thread (`upstream_keepalive_pool_size`).
     pub pool_size: usize,
+}
+
+impl Request {
+    /// May the client's connection carry another request after the answer? Not while
+    /// the body is unread (it would be taken for the next request).
+    pub fn keeps(&self) -> bool {
+        self.client_keep && self.upload.is_done()
+    }
 }
 
 /// How a try ended, when it did not relay an answer.
@@ -51,6 +62,8 @@ pub enum Failure {
     /// The client went away (499 while the server worked) or did not read in time, after
     /// the answer began (its status).
     Client(u16),
+    /// The streamed body stopped: too slow, malformed, or its client gone.
+    Body(Stop),
 }
 
 /// A relayed answer: its status, and whether the client's connection may go on.
@@ -64,7 +77,7 @@ pub async fn attempt(
     listener: &str,
     c: &mut Conn,
     ctx: &mut RequestCtx,
-    req: &Request,
+    req: &mut Request,
 ) -> Result<Relayed, Failure> {
     let router = ctx.router.clone().expect("a routed request");
     let server = ctx.server.expect("a routed request");
@@ -84,6 +97,7 @@ pub async fn attempt(
     }
     upstream_head(c, ctx, req);
     if let Err(e) = write_all(&mut up, &c.out, timeouts.read).await {
+        // Nothing past the first part was read yet: it may go again.
         return Err(match reused {
             true => Failure::Stale,
             false => {
@@ -98,8 +112,21 @@ pub async fn attempt(
     let mut filled = 0;
     let mut informational = 0u8;
     loop {
+        // The rest of a large or chunked body, until it is all sent or the server speaks.
+        if !req.upload.is_done() {
+            let since = ctx.start;
+            let rate = (&req.limits, timeouts.read);
+            let sent = req.upload.stream(c, &mut up, &mut filled, rate, since);
+            sent.await.map_err(Failure::Body)?;
+        }
         let (len, framing, server_keeps) =
-            read_head(&mut up, c, &mut filled, reused, timeouts, req).await?;
+            match read_head(&mut up, c, &mut filled, reused, timeouts, req).await {
+                // Once the body streamed, nothing is sent again.
+                Err(Failure::Stale) if req.upload.streamed() => {
+                    return Err(Failure::Upstream(502, "the server closed the connection"))
+                }
+                r => r?,
+            };
         let status = c.up_head.status;
         if status == 101 {
             return Err(Failure::Upstream(
@@ -128,7 +155,8 @@ pub async fn attempt(
         }
         if router.fails_on(status)
             && ctx.tried.len() < router.max_attempts as usize
-            && req.body != Body::Chunked
+            && req.upload.body != Body::Chunked
+            && !req.upload.streamed()
             && idempotent(c)
         {
             // mod_jk fail_on_status: this server is in error; the next one gets the request.
@@ -152,7 +180,7 @@ pub async fn attempt(
                 router.name, slot.config.name, slot.config.address
             );
         }
-        let client_keep = req.client_keep && framing != Framing::Close;
+        let client_keep = req.keeps() && framing != Framing::Close;
         let dechunk = req.http10 && framing == Framing::Chunked;
         client_head(c, framing, client_keep && !dechunk, req.http10);
         let relayed = relay(
@@ -167,7 +195,7 @@ pub async fn attempt(
         .await;
         return match relayed {
             Ok(clean) => {
-                if clean && server_keeps {
+                if clean && server_keeps && req.upload.is_done() {
                     pool::put(key, up, req.pool_size, timeouts.idle);
                 }
                 Ok(Relayed {
@@ -198,9 +226,10 @@ fn upstream_head(c: &mut Conn, ctx: &RequestCtx, req: &Request) {
     let replaced = Replaced {
         forwarded: ctx.forwarded,
         ssl: ctx.ssl_headers.as_deref(),
+        nominated: req.nominates,
     };
     let secure = c.tls.clone().map(|digest| Secure { digest });
-    let mut up = Upstream::start(&c.head, &c.buf, req.body, &replaced, &mut c.out);
+    let mut up = Upstream::start(&c.head, &c.buf, req.upload.body, &replaced, &mut c.out);
     if ctx.forwarded {
         proxy::set_forwarded(&mut up, c.peer, secure.is_some());
     }
@@ -233,8 +262,7 @@ fn upstream_head(c: &mut Conn, ctx: &RequestCtx, req: &Request) {
         }
     }
     up.finish();
-    let start = c.head.len;
-    c.out.extend_from_slice(&c.buf[start..start + req.body_len]);
+    req.upload.first_part(&c.buf, &mut c.out);
 }
 
 /// Reads the server's head into `up_buf` (`filled` bytes of it so far): its length, how

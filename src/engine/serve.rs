@@ -5,10 +5,11 @@
 //! handed to pingora-proxy with the bytes already read, and the connection stays there.
 
 use super::answer;
-use super::conn::Conn;
+use super::conn::{to_client, Conn};
 use super::exchange::Request;
+use super::upload::{Stop, Upload};
 use crate::access_log::AccessLog;
-use crate::http1::framing::{self, Body};
+use crate::http1::framing;
 use crate::proxy::{self, RequestCtx};
 use crate::snapshot::SharedSnapshot;
 use bytes::BytesMut;
@@ -92,7 +93,10 @@ impl Engine {
             match c.head.parse(&c.buf[..c.end]) {
                 Ok(true) => break,
                 Ok(false) => {}
-                Err(refusal) => return self.refuse(c, refusal).await,
+                Err(refusal) => {
+                    self.refuse(&mut c, refusal).await;
+                    return Next::Close;
+                }
             }
             if self.stopping.load(Ordering::Acquire) && c.end == 0 {
                 return Next::Close;
@@ -128,68 +132,93 @@ impl Engine {
         let limits = snapshot.limits[self.listener];
         let framing = match framing::frame(c.head.minor, c.head.fields(&c.buf)) {
             Ok(f) => f,
-            Err(refusal) => return self.refuse(c, refusal).await,
-        };
-        let body_len = match framing.body {
-            Body::Empty => Some(0),
-            Body::Length(n) if n as usize <= limits.request_buffer => Some(n as usize),
-            _ => None,
+            Err(refusal) => {
+                self.refuse(&mut c, refusal).await;
+                return Next::Close;
+            }
         };
         let target = c.head.target.of(&c.buf);
-        let takes = body_len.is_some()
-            && target.starts_with(b"/")
+        // `Expect: 100-continue` the engine answers itself; another expectation is
+        // pingora-proxy's to refuse or pass on.
+        let continues =
+            framing.expect && framing::expects_continue(c.head.values(&c.buf, "expect"));
+        // Origin-form, or an `http(s)` absolute-form with a `Host` (passed on as it came).
+        let absolute = crate::http1::target::absolute(target).filter(|_| framing.host.is_some());
+        let takes = (target.starts_with(b"/") || absolute.is_some())
             && c.head.method.of(&c.buf) != b"CONNECT"
             && !framing.upgrade
-            && !framing.expect
-            && !framing.connection_options
-            && !snapshot.has_plugins();
-        let Some(body_len) = body_len.filter(|_| takes) else {
+            && framing.expect == continues
+            && !snapshot.plugins_edit();
+        if !takes {
             self.served.1.inc();
             return Next::Handover(Box::new(handover(c)));
-        };
+        }
         self.served.0.inc();
+        if let Some(absolute) = absolute {
+            let host = c.head.values(&c.buf, "host").next();
+            if let Err(refusal) = crate::http1::target::check(&absolute, host) {
+                self.refuse(&mut c, refusal).await;
+                return Next::Close;
+            }
+        }
+        if framing.connection_options {
+            // The fields it nominates are left out of the upstream head (`wire.rs`).
+            let nominated = c.head.values(&c.buf, "connection");
+            if let Err(refusal) = crate::http1::connection::check(nominated) {
+                self.refuse(&mut c, refusal).await;
+                return Next::Close;
+            }
+        }
         crate::listener::head_read();
         let mut ctx = RequestCtx::new();
         ctx.limits = limits;
-        // The body, whole before a server is chosen (it is at most `request_buffer`), at
-        // the listener's `request_body_min_rate`.
-        let need = c.head.len + body_len;
-        while c.end < need {
-            let waited = crate::listener::client_wait().unwrap_or_else(|| ctx.start.elapsed());
-            let received = (c.end - c.head.len) as u64;
-            let read = match proxy::body_time_left(&limits, waited, received) {
-                Some(wait) => tokio::time::timeout(wait, c.read_more(need)).await,
-                None => Ok(Err(std::io::ErrorKind::TimedOut.into())),
-            };
-            match read {
-                Ok(Ok(n)) if n > 0 => {}
-                Ok(Err(e)) if e.kind() == std::io::ErrorKind::TimedOut => {
-                    return self.too_slow(c, &limits).await;
-                }
-                Ok(_) => return Next::Close,
-                Err(_) => return self.too_slow(c, &limits).await,
+        // The body, or its first part, before a server is chosen, at the listener's
+        // `request_body_min_rate`; the rest streams to the server (`upload.rs`).
+        let mut upload = Upload::new(framing.body, c.head.len);
+        if continues && !upload.is_done() && c.head.minor == 1 {
+            // The client waits for this before it sends the body (RFC 9110 §10.1.1),
+            // which is read here before any server could ask for it (as nginx and
+            // pingora-proxy's path do); the server gets the body without `Expect`.
+            let go_on = b"HTTP/1.1 100 Continue\r\n\r\n";
+            if to_client(&mut c.stream, go_on, &limits, &self.name)
+                .await
+                .is_err()
+            {
+                return Next::Close;
             }
         }
-        let req = Request {
-            body: framing.body,
-            body_len,
+        match upload.read_first(&mut c, &limits, ctx.start).await {
+            Ok(()) => {}
+            Err(Stop::TooSlow) => {
+                self.too_slow(&mut c, &limits).await;
+                return Next::Close;
+            }
+            Err(Stop::Refused(refusal)) => {
+                self.refuse(&mut c, refusal).await;
+                return Next::Close;
+            }
+            Err(Stop::Closed) => return Next::Close,
+        }
+        let mut req = Request {
+            upload,
             head_request: c.head.method.of(&c.buf) == b"HEAD",
             client_keep: framing.keep_alive && !stopping && !self.stopping.load(Ordering::Acquire),
             http10: c.head.minor == 0,
+            nominates: framing.connection_options,
             limits,
             pool_size: self.pool_size,
         };
-        let (status, keep) = self.process(&mut c, &mut ctx, &snapshot, &req).await;
+        let (status, keep) = self.process(&mut c, &mut ctx, &snapshot, &mut req).await;
         self.log(&c, &mut ctx, status);
-        if !keep {
+        if !keep || !req.upload.is_done() {
             return Next::Close;
         }
-        c.consume(need);
+        c.consume(req.upload.used());
         Next::KeepAlive(c)
     }
 
     /// Waits, without buffers, for the first bytes of the next request of a connection
-    /// that gave them back ([`Next::Idle`]): a few hundred bytes on the stack of this wait.
+    /// that gave them back ([`Next::Idle`]): a few bytes on the stack of this wait.
     /// True when they came (the buffers are taken again, with them); false at the client's
     /// end, on a failed read, or when the server stops meanwhile.
     pub async fn idle(&self, c: &mut Conn) -> bool {
@@ -216,17 +245,16 @@ impl Engine {
 
     /// A head refused (malformed, or framed ambiguously): its status, and the connection
     /// closes (what came after it cannot be trusted to start a request).
-    async fn refuse(&self, mut c: Box<Conn>, refusal: crate::http1::head::Refusal) -> Next {
+    pub(super) async fn refuse(&self, c: &mut Conn, refusal: crate::http1::head::Refusal) {
         crate::listener::head_read();
         let why = refusal.why.as_bytes();
         answer::plain(&mut c.out, refusal.status, why, true, None);
         let limits = self.snapshot.load().limits[self.listener];
         let _ = c.write_out(&limits, &self.name).await;
-        Next::Close
     }
 
     /// The body did not come at the listener's rate: 408, and the connection closes.
-    async fn too_slow(&self, mut c: Box<Conn>, limits: &crate::config::ListenerLimits) -> Next {
+    pub(super) async fn too_slow(&self, c: &mut Conn, limits: &crate::config::ListenerLimits) {
         crate::metrics::client_closed(&self.name, "request_body_timeout");
         answer::plain(
             &mut c.out,
@@ -236,7 +264,6 @@ impl Engine {
             None,
         );
         let _ = c.write_out(limits, &self.name).await;
-        Next::Close
     }
 }
 

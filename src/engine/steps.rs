@@ -7,8 +7,10 @@ use super::answer;
 use super::conn::Conn;
 use super::exchange::{self, Failure, Request};
 use super::serve::Engine;
+use super::upload::Stop;
 use crate::access_log::Record;
 use crate::config::RouteAction;
+use crate::http1::head::RequestHead;
 use crate::proxy::{self, RequestCtx};
 use crate::routes::Found;
 use crate::routing::{ms_at, now_ms, Decision, Fields, Reject};
@@ -40,7 +42,7 @@ impl Engine {
         c: &mut Conn,
         ctx: &mut RequestCtx,
         snapshot: &Arc<Snapshot>,
-        req: &Request,
+        req: &mut Request,
     ) -> (u16, bool) {
         let default = snapshot.listeners[self.listener];
         let counters = &self.versions;
@@ -60,7 +62,7 @@ impl Engine {
                     &mut c.out,
                     429,
                     body,
-                    !req.client_keep,
+                    !req.keeps(),
                     Some(("Retry-After", secs)),
                 );
                 return self.answered(c, 429, req).await;
@@ -75,20 +77,21 @@ impl Engine {
                 answer::plain(&mut c.out, 400, no_host, true, None);
                 return (self.answered(c, 400, req).await.0, false);
             };
-            let target = c.head.target.of(&c.buf);
-            answer::to_https(&mut c.out, redirect, host, target, !req.client_keep);
+            let origin = origin(&c.head, &c.buf);
+            answer::to_https(&mut c.out, redirect, host, origin, !req.keeps());
             return self.answered(c, redirect.status, req).await;
         }
         ctx.forwarded = snapshot.forwarded[self.listener];
         let routes = &snapshot.routes[self.listener];
         let mut start = default;
+        let mut route_chain = None;
         if !routes.table.is_empty() {
             let view = View(c);
             let host = view.first(&http::header::HOST).unwrap_or_default();
             let port = c.local.map_or(0, |a| a.port());
             let (host, port) = proxy::host_and_port(host, port);
-            let target = c.head.target.of(&c.buf);
-            let path = target.split(|&b| b == b'?').next().unwrap_or(target);
+            let origin = origin(&c.head, &c.buf);
+            let path = origin.split(|&b| b == b'?').next().unwrap_or(origin);
             match routes.table.find(host, port, path) {
                 found @ (Found::Route(i) | Found::Excluded(i)) => {
                     let info = &routes.routes[i];
@@ -97,24 +100,21 @@ impl Engine {
                     ctx.metrics = start.map(|d| snapshot.metrics[d].clone());
                     if matches!(found, Found::Excluded(_)) {
                         let body = proxy::error_body(404).as_bytes();
-                        answer::plain(&mut c.out, 404, body, !req.client_keep, None);
+                        answer::plain(&mut c.out, 404, body, !req.keeps(), None);
                         return self.answered(c, 404, req).await;
                     }
                     match &info.action {
-                        RouteAction::Cluster(cluster) => start = Some(*cluster),
+                        RouteAction::Cluster(cluster) => {
+                            start = Some(*cluster);
+                            route_chain = Some(&*info.chain);
+                        }
                         RouteAction::Respond { status, body } => {
-                            answer::plain(
-                                &mut c.out,
-                                *status,
-                                body.as_bytes(),
-                                !req.client_keep,
-                                None,
-                            );
+                            answer::plain(&mut c.out, *status, body.as_bytes(), !req.keeps(), None);
                             return self.answered(c, *status, req).await;
                         }
                         RouteAction::Redirect { to, status } => {
                             let location = Some(("Location", to.as_bytes()));
-                            answer::plain(&mut c.out, *status, b"", !req.client_keep, location);
+                            answer::plain(&mut c.out, *status, b"", !req.keeps(), location);
                             return self.answered(c, *status, req).await;
                         }
                     }
@@ -122,11 +122,25 @@ impl Engine {
                 Found::None => {}
             }
         }
-        let Some(cluster) = start else {
+        let Some(mut cluster) = start else {
             let body = proxy::error_body(404).as_bytes();
-            answer::plain(&mut c.out, 404, body, !req.client_keep, None);
+            answer::plain(&mut c.out, 404, body, !req.keeps(), None);
             return self.answered(c, 404, req).await;
         };
+        if snapshot.has_plugins() {
+            // Boxed: a request without plugins does not carry their future.
+            let chosen = Box::pin(self.plugins(c, ctx, snapshot, cluster, route_chain)).await;
+            match chosen {
+                Ok(chosen) => cluster = chosen,
+                Err(a) => {
+                    // Counted under the cluster the request was headed for.
+                    ctx.metrics = Some(snapshot.metrics[cluster].clone());
+                    let body = a.body.as_bytes();
+                    answer::plain(&mut c.out, a.status, body, !req.keeps(), None);
+                    return self.answered(c, a.status, req).await;
+                }
+            }
+        }
         ctx.router = Some(snapshot.clusters[cluster].clone());
         ctx.metrics = Some(snapshot.metrics[cluster].clone());
         ctx.upstream_tls = snapshot.upstream_tls[cluster].clone();
@@ -179,6 +193,7 @@ impl Engine {
                     return self.failed(c, ctx, status, why, req).await
                 }
                 Failure::Client(status) => return (status, false),
+                Failure::Body(stop) => return self.body_stopped(c, stop, req).await,
             }
         }
     }
@@ -209,7 +224,7 @@ impl Engine {
             &mut c.out,
             503,
             reason.body().as_bytes(),
-            !req.client_keep,
+            !req.keeps(),
             None,
         );
         self.answered(c, 503, req).await
@@ -240,10 +255,27 @@ impl Engine {
         (status, false)
     }
 
+    /// The body stopped while it streamed to the server (abandoned with its connection):
+    /// 408 for a slow one, the refusal of a malformed one, and the connection closes.
+    async fn body_stopped(&self, c: &mut Conn, stop: Stop, req: &Request) -> (u16, bool) {
+        match stop {
+            Stop::TooSlow => {
+                self.too_slow(c, &req.limits).await;
+                (408, false)
+            }
+            Stop::Refused(refusal) => {
+                let status = refusal.status;
+                self.refuse(c, refusal).await;
+                (status, false)
+            }
+            Stop::Closed => (499, false),
+        }
+    }
+
     /// Writes tether's own answer (in `out`).
     async fn answered(&self, c: &mut Conn, status: u16, req: &Request) -> (u16, bool) {
         match c.write_out(&req.limits, &self.name).await {
-            Ok(()) => (status, req.client_keep),
+            Ok(()) => (status, req.keeps()),
             Err(_) => (status, false),
         }
     }
@@ -256,9 +288,20 @@ impl Engine {
             let server = if ctx.rejected.is_some() { None } else { server };
             m.request_done(server, status, duration.as_secs_f64());
         }
+        proxy::plugins::log(ctx, status, server);
         if let Some(log) = &self.access_log {
             log.log(record(c, ctx, status, duration, server));
         }
+    }
+}
+
+/// The request's target in origin-form (`/path?query`): the target, or what an
+/// absolute-form one names after its authority (as pingora-proxy's path reads it).
+fn origin<'a>(head: &RequestHead, buf: &'a [u8]) -> &'a [u8] {
+    let target = head.target.of(buf);
+    match crate::http1::target::absolute(target) {
+        Some(absolute) => absolute.origin(),
+        None => target,
     }
 }
 

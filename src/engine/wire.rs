@@ -1,16 +1,20 @@
 //! The request head tether's engine sends upstream, written straight into the connection's
 //! write buffer: the client's request line and fields in their order and case, less its
-//! hop-by-hop fields (RFC 9110 §7.6.1), its `$WS*` fields and the fields tether sets
+//! hop-by-hop fields (RFC 9110 §7.6.1, those its `Connection` nominates included), its
+//! `$WS*` fields and the fields tether sets
 //! itself, then tether's edits (`proxy::upstream_fields`, the same code pingora-proxy's
 //! path runs).
 
 use super::answer::field as line;
+use crate::http1::connection;
 use crate::http1::framing::Body;
 use crate::http1::head::RequestHead;
 use crate::proxy::UpstreamFields;
 
-/// Fields of the client's hop only; never relayed.
-const HOP: [&str; 8] = [
+/// Fields of the client's hop only; never relayed. (`Expect: 100-continue` is answered
+/// by the engine, and the only expectation it takes.)
+const HOP: [&str; 9] = [
+    "expect",
     "connection",
     "keep-alive",
     "proxy-connection",
@@ -27,6 +31,8 @@ pub struct Replaced<'a> {
     pub forwarded: bool,
     /// Tomcat `SSLValve` field names, when the cluster sets them.
     pub ssl: Option<&'a crate::config::SslHeaders>,
+    /// The client's `Connection` nominates fields (checked: `http1::connection`).
+    pub nominated: bool,
 }
 
 /// Is `name` one the client's head must not pass on?
@@ -74,7 +80,9 @@ impl<'a> Upstream<'a> {
         out.extend_from_slice(head.target.of(buf));
         out.extend_from_slice(b" HTTP/1.1\r\n");
         for (name, value) in head.fields(buf) {
-            if !dropped(name, replaced) {
+            let nominated =
+                replaced.nominated && connection::nominates(head.values(buf, "connection"), name);
+            if !nominated && !dropped(name, replaced) {
                 line(out, name, value);
             }
         }

@@ -175,6 +175,14 @@ fn digits(text: &[u8]) -> Option<u64> {
     })
 }
 
+/// Does the request expect `100-continue` (RFC 9110 §10.1.1), by its first `Expect`
+/// value? What a proxy answers itself before it reads the body; both engines ask this.
+pub fn expects_continue<'a>(mut values: impl Iterator<Item = &'a [u8]>) -> bool {
+    values
+        .next()
+        .is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"100-continue"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,5 +370,15 @@ mod tests {
         assert!(f.upgrade && f.connection_options && !f.expect);
         let f = framing(1, &[H, ("Expect", "100-continue")]).unwrap();
         assert!(f.expect && !f.upgrade);
+    }
+
+    #[test]
+    fn only_a_first_expectation_of_100_continue_is_one() {
+        let expects =
+            |values: &[&'static str]| expects_continue(values.iter().map(|v| v.as_bytes()));
+        assert!(expects(&["100-continue"]));
+        assert!(expects(&["100-Continue ", "other"]));
+        assert!(!expects(&["other", "100-continue"]));
+        assert!(!expects(&[]));
     }
 }

@@ -38,11 +38,10 @@ pub enum Buffered {
     Overflow,
 }
 
-/// `Expect: 100-continue` (RFC 9110 §10.1.1).
+/// `Expect: 100-continue` (RFC 9110 §10.1.1), as tether's engine reads it too.
 fn expects_continue(req: &pingora_http::RequestHeader) -> bool {
-    req.headers
-        .get(http::header::EXPECT)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
+    let values = req.headers.get_all(http::header::EXPECT);
+    crate::http1::framing::expects_continue(values.iter().map(|v| v.as_bytes()))
 }
 
 /// Reads the start of the body before a server is connected; `start` is when the head

@@ -73,14 +73,29 @@ pub async fn route(
 }
 
 /// What the connection's PROXY protocol v2 header said (the listener keeps it in the
-/// connection's proxy digest, which Pingora hands to every request, HTTP/1 or HTTP/2).
-fn proxy_facts(session: &pingora_proxy::Session) -> Option<Arc<ProxyFacts>> {
-    let digest = session.digest()?.proxy_digest.as_ref()?;
-    digest
+/// connection's proxy digest, which Pingora hands to every request, HTTP/1 or HTTP/2, and
+/// tether's engine reads from the connection's stream).
+pub fn proxy_facts(
+    digest: Option<&pingora_core::protocols::raw_connect::ProxyDigest>,
+) -> Option<Arc<ProxyFacts>> {
+    digest?
         .user_data
         .as_ref()?
         .downcast_ref::<Arc<ProxyFacts>>()
         .cloned()
+}
+
+/// The logging phase of the chains a request ran through (`ctx.plugins`).
+pub fn log(ctx: &super::RequestCtx, status: u16, server: Option<usize>) {
+    if let Some((snapshot, listener, cluster)) = &ctx.plugins {
+        let summary = tether_plugins::LogSummary {
+            status,
+            cluster: Some(*cluster),
+            server,
+        };
+        snapshot.listener_chains[*listener].logging(&summary);
+        snapshot.cluster_chains[*cluster].logging(&summary);
+    }
 }
 
 /// Does `t` name a cluster (and server) of `snapshot`?
@@ -101,9 +116,10 @@ pub(super) async fn choose(
     start: usize,
     route_chain: Option<&tether_plugins::Chain>,
 ) -> pingora_core::Result<Option<usize>> {
+    let digest = session.digest().and_then(|d| d.proxy_digest.clone());
     let conn = Connection {
         client: ctx.client,
-        proxy: proxy_facts(session),
+        proxy: proxy_facts(digest.as_deref()),
     };
     let routed = route(
         snapshot,

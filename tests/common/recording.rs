@@ -121,3 +121,16 @@ fn dechunk(mut data: &[u8]) -> Vec<u8> {
         data = &data[size + 2..];
     }
 }
+
+/// Reads what the connection sends until it closes (true) or `quiet` passes without a
+/// byte (false), as text.
+pub async fn read_all(s: &mut TcpStream, quiet: std::time::Duration) -> (String, bool) {
+    let mut buf = Vec::new();
+    loop {
+        match tokio::time::timeout(quiet, read_more(s, &mut buf)).await {
+            Ok(true) => {}
+            Ok(false) => return (String::from_utf8_lossy(&buf).to_string(), true),
+            Err(_) => return (String::from_utf8_lossy(&buf).to_string(), false),
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! The routing plugins of a request on tether's engine: its request and route phases run
+//! over Pingora's `RequestHeader`, built from the engine's view only for a listener with
+//! plugins (it allocates; requests without plugins never build one), by the same code
+//! pingora-proxy's path runs (`proxy::plugins`). Plugins that change messages
+//! (`Plugin::edits_messages`) are not run here: their listeners' requests go to
+//! pingora-proxy.
+
+use super::conn::Conn;
+use super::serve::Engine;
+use crate::proxy::plugins::{self, Answer};
+use crate::proxy::RequestCtx;
+use crate::snapshot::Snapshot;
+use pingora_http::RequestHeader;
+use std::sync::Arc;
+use tether_plugins::{Chain, Connection};
+
+impl Engine {
+    /// Runs the plugins of a request headed for cluster `start` (the listener's, or its
+    /// route's; `route_chain` the route's plugins): the cluster they choose (a server they
+    /// prefer for a new session goes in `ctx`), or a plugin's own answer.
+    pub(super) async fn plugins(
+        &self,
+        c: &Conn,
+        ctx: &mut RequestCtx,
+        snapshot: &Arc<Snapshot>,
+        start: usize,
+        route_chain: Option<&Chain>,
+    ) -> Result<usize, Answer> {
+        let Some(mut req) = request_header(c) else {
+            // The head parser and the `http` crate take the same names, methods and
+            // targets: not expected, but not a panic either.
+            return Err(Answer {
+                status: 400,
+                body: crate::proxy::error_body(400).to_string(),
+            });
+        };
+        let digest = c.stream.get_proxy_digest();
+        let conn = Connection {
+            client: ctx.client,
+            proxy: plugins::proxy_facts(digest.as_deref()),
+        };
+        let routed =
+            plugins::route(snapshot, self.listener, start, route_chain, &mut req, &conn).await?;
+        ctx.preferred = routed.preferred;
+        ctx.plugins = Some((snapshot.clone(), self.listener, routed.cluster));
+        Ok(routed.cluster)
+    }
+}
+
+/// The request's head as Pingora's `RequestHeader` (names lower-cased, values as sent).
+fn request_header(c: &Conn) -> Option<RequestHeader> {
+    let method = http::Method::from_bytes(c.head.method.of(&c.buf)).ok()?;
+    let mut req = RequestHeader::build(method, c.head.target.of(&c.buf), None).ok()?;
+    req.set_version(match c.head.minor {
+        0 => http::Version::HTTP_10,
+        _ => http::Version::HTTP_11,
+    });
+    for (name, value) in c.head.fields(&c.buf) {
+        let name = http::HeaderName::from_bytes(name).ok()?;
+        let value = http::HeaderValue::from_bytes(value).ok()?;
+        req.append_header(name, value).ok()?;
+    }
+    Some(req)
+}
