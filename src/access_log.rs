@@ -52,6 +52,8 @@ pub struct Record {
     pub tls: Option<std::borrow::Cow<'static, str>>,
     /// The host/path route the request matched, when routes are configured.
     pub route: Option<Arc<str>>,
+    /// Fields the plugins added (a script's `log` phase), written under `fields`.
+    pub fields: Vec<(Box<str>, Box<str>)>,
 }
 
 /// What the writer thread is told.
@@ -79,6 +81,23 @@ struct Line<'a> {
     tls: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     route: Option<&'a str>,
+    #[serde(skip_serializing_if = "Fields::is_empty")]
+    fields: Fields<'a>,
+}
+
+/// Plugins' fields, as a JSON object in the order they were added.
+struct Fields<'a>(&'a [(Box<str>, Box<str>)]);
+
+impl Fields<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Fields<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(n, v)| (&**n, &**v)))
+    }
 }
 
 /// The request path's end of the log.
@@ -251,6 +270,7 @@ fn write_line(out: &mut impl Write, r: &Record, mask: bool) -> io::Result<()> {
         },
         tls: r.tls.as_deref(),
         route: r.route.as_deref(),
+        fields: Fields(&r.fields),
     };
     serde_json::to_writer(&mut *out, &line)?;
     out.write_all(b"\n")
@@ -309,6 +329,7 @@ mod tests {
             version: http::Version::HTTP_11,
             tls: None,
             route: None,
+            fields: vec![("user".into(), "001".into())],
         };
         write_line(&mut out, &record, true).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
@@ -317,6 +338,7 @@ mod tests {
         assert_eq!(v["duration_ms"], 1.234);
         assert_eq!(v["outcome"], "new_session");
         assert_eq!(v["client"], "10.0.0.7");
+        assert_eq!(v["fields"]["user"], "001");
         assert!(out.ends_with(b"\n"));
     }
 
@@ -337,6 +359,7 @@ mod tests {
             version: http::Version::HTTP_11,
             tls: None,
             route: None,
+            fields: Vec::new(),
         };
         let path = |mask: bool| {
             let mut out = Vec::new();

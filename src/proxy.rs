@@ -286,11 +286,12 @@ impl TetherProxy {
             secure::set_ssl_headers(upstream_request, names, tls.as_ref());
         }
         if let Some((snapshot, listener, cluster)) = &ctx.plugins {
+            let state = &mut ctx.plugin_state;
             snapshot.listener_chains[*listener]
-                .upstream_request(upstream_request)
+                .upstream_request(upstream_request, state)
                 .await;
             snapshot.cluster_chains[*cluster]
-                .upstream_request(upstream_request)
+                .upstream_request(upstream_request, state)
                 .await;
         }
         if !upstream_request.headers.contains_key(http::header::HOST) {
@@ -363,11 +364,12 @@ impl TetherProxy {
             }
             websphere::learn_and_strip(router, &slot.config.name, upstream_response);
             if let Some((snapshot, listener, cluster)) = &ctx.plugins {
+                let state = &mut ctx.plugin_state;
                 snapshot.listener_chains[*listener]
-                    .upstream_response(upstream_response)
+                    .upstream_response(upstream_response, state)
                     .await;
                 snapshot.cluster_chains[*cluster]
-                    .upstream_response(upstream_response)
+                    .upstream_response(upstream_response, state)
                     .await;
             }
             if slot.live.mark_up() {
@@ -421,11 +423,12 @@ impl TetherProxy {
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         if let Some((snapshot, listener, cluster)) = &ctx.plugins {
+            let state = &mut ctx.plugin_state;
             snapshot.listener_chains[*listener]
-                .response(upstream_response)
+                .response(upstream_response, state)
                 .await;
             snapshot.cluster_chains[*cluster]
-                .response(upstream_response)
+                .response(upstream_response, state)
                 .await;
         }
         Ok(())

@@ -1,6 +1,6 @@
 //! A plugin chain: the plugins of one listener or cluster, run in order.
 
-use crate::{Connection, Flow, KnownTargets, LogSummary, Plugin, PluginSpec, Route};
+use crate::{Connection, Flow, KnownTargets, LogSummary, Plugin, PluginSpec, RequestState, Route};
 use pingora_http::{RequestHeader, ResponseHeader};
 use std::sync::Arc;
 
@@ -67,9 +67,14 @@ impl Chain {
     }
 
     /// The first answer a plugin gives, or `Continue`.
-    pub async fn request(&self, req: &mut RequestHeader, conn: &Connection) -> Flow {
+    pub async fn request(
+        &self,
+        req: &mut RequestHeader,
+        conn: &Connection,
+        state: &mut RequestState,
+    ) -> Flow {
         for p in self.each() {
-            if let f @ Flow::Respond { .. } = p.request(req, conn).await {
+            if let f @ Flow::Respond { .. } = p.request(req, conn, state).await {
                 return f;
             }
         }
@@ -77,9 +82,14 @@ impl Chain {
     }
 
     /// The first routing opinion a plugin gives, or `Continue`.
-    pub async fn route(&self, req: &RequestHeader, conn: &Connection) -> Route {
+    pub async fn route(
+        &self,
+        req: &RequestHeader,
+        conn: &Connection,
+        state: &mut RequestState,
+    ) -> Route {
         for p in self.each() {
-            match p.route(req, conn).await {
+            match p.route(req, conn, state).await {
                 Route::Continue => continue,
                 decided => return decided,
             }
@@ -87,27 +97,27 @@ impl Chain {
         Route::Continue
     }
 
-    pub async fn upstream_request(&self, req: &mut RequestHeader) {
+    pub async fn upstream_request(&self, req: &mut RequestHeader, state: &mut RequestState) {
         for p in self.each() {
-            p.upstream_request(req).await;
+            p.upstream_request(req, state).await;
         }
     }
 
-    pub async fn upstream_response(&self, resp: &mut ResponseHeader) {
+    pub async fn upstream_response(&self, resp: &mut ResponseHeader, state: &mut RequestState) {
         for p in self.each() {
-            p.upstream_response(resp).await;
+            p.upstream_response(resp, state).await;
         }
     }
 
-    pub async fn response(&self, resp: &mut ResponseHeader) {
+    pub async fn response(&self, resp: &mut ResponseHeader, state: &mut RequestState) {
         for p in self.each() {
-            p.response(resp).await;
+            p.response(resp, state).await;
         }
     }
 
-    pub fn logging(&self, summary: &LogSummary) {
+    pub fn logging(&self, summary: &LogSummary, state: &mut RequestState) {
         for p in self.each() {
-            p.logging(summary);
+            p.logging(summary, state);
         }
     }
 }

@@ -97,18 +97,7 @@ impl KeySource {
                 conn.proxy.as_ref()?.authority.as_deref()?
             }
             KeySource::Header(name) => req.headers.get(name.as_str())?.to_str().ok()?,
-            KeySource::Cookie(name) => {
-                req.headers
-                    .get_all(http::header::COOKIE)
-                    .iter()
-                    .find_map(|v| {
-                        let v = v.to_str().ok()?;
-                        v.split(';').find_map(|pair| {
-                            let (k, val) = pair.trim().split_once('=')?;
-                            (k.trim() == name).then(|| val.trim().trim_matches('"'))
-                        })
-                    })?
-            }
+            KeySource::Cookie(name) => cookie(req, name)?,
             KeySource::Query(name) => req.uri.query()?.split('&').find_map(|pair| {
                 let (k, v) = pair.split_once('=')?;
                 (k == name).then_some(v)
@@ -122,6 +111,20 @@ impl KeySource {
         };
         (!key.is_empty() && key.len() <= MAX_KEY).then_some(Cow::Borrowed(key))
     }
+}
+
+/// The value of cookie `name` in the request's `Cookie` fields (quotes taken off).
+pub(crate) fn cookie<'a>(req: &'a RequestHeader, name: &str) -> Option<&'a str> {
+    req.headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .find_map(|v| {
+            let v = v.to_str().ok()?;
+            v.split(';').find_map(|pair| {
+                let (k, val) = pair.trim().split_once('=')?;
+                (k.trim() == name).then(|| val.trim().trim_matches('"'))
+            })
+        })
 }
 
 #[cfg(test)]

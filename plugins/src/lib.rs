@@ -14,6 +14,8 @@ mod metrics;
 mod registry;
 pub mod route_lookup;
 pub mod route_table;
+pub mod script;
+mod state;
 mod target;
 
 pub use chain::Chain;
@@ -21,6 +23,7 @@ pub use connection::{printable, Connection, ProxyFacts};
 pub use duration::parse_duration;
 pub use key::{ConnectionKey, KeySource};
 pub use registry::{build, parse, PluginConfigError, PluginSpec, NAMES};
+pub use state::RequestState;
 pub use target::{KnownTargets, Target};
 
 use async_trait::async_trait;
@@ -43,8 +46,12 @@ pub fn percent_encode(text: &str) -> String {
 pub enum Flow {
     /// Go on with the next plugin and then routing.
     Continue,
-    /// Answer the client now with this status and a short plain-text body.
-    Respond { status: u16, body: String },
+    /// Answer the client now with this status, these fields and a short plain-text body.
+    Respond {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    },
 }
 
 /// What the route phase decided.
@@ -53,7 +60,11 @@ pub enum Route {
     /// No opinion: the next plugin, or the listener's cluster.
     Continue,
     /// Answer the client now.
-    Respond { status: u16, body: String },
+    Respond {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    },
     /// Send the request to this cluster (and, for a new session, this server).
     To(Target),
 }
@@ -68,7 +79,8 @@ pub struct LogSummary {
 
 /// A routing plugin. Every phase has a do-nothing default; a plugin overrides the ones it
 /// needs. Phases run in this order: request, route, upstream request, upstream response,
-/// response, logging.
+/// response, logging; each is given the request's [`RequestState`], where a plugin keeps
+/// what one phase tells a later one.
 #[async_trait]
 pub trait Plugin: Send + Sync {
     /// The registry name (`route_lookup`, ...).
@@ -84,24 +96,34 @@ pub trait Plugin: Send + Sync {
     }
 
     /// Before routing; may answer the request itself.
-    async fn request(&self, _req: &mut RequestHeader, _conn: &Connection) -> Flow {
+    async fn request(
+        &self,
+        _req: &mut RequestHeader,
+        _conn: &Connection,
+        _state: &mut RequestState,
+    ) -> Flow {
         Flow::Continue
     }
 
     /// Chooses the cluster (and optionally the server) for the request.
-    async fn route(&self, _req: &RequestHeader, _conn: &Connection) -> Route {
+    async fn route(
+        &self,
+        _req: &RequestHeader,
+        _conn: &Connection,
+        _state: &mut RequestState,
+    ) -> Route {
         Route::Continue
     }
 
     /// Adjusts the request sent to the server (each attempt).
-    async fn upstream_request(&self, _req: &mut RequestHeader) {}
+    async fn upstream_request(&self, _req: &mut RequestHeader, _state: &mut RequestState) {}
 
     /// Adjusts the server's response header before anything else looks at it.
-    async fn upstream_response(&self, _resp: &mut ResponseHeader) {}
+    async fn upstream_response(&self, _resp: &mut ResponseHeader, _state: &mut RequestState) {}
 
     /// Adjusts the response header sent to the client.
-    async fn response(&self, _resp: &mut ResponseHeader) {}
+    async fn response(&self, _resp: &mut ResponseHeader, _state: &mut RequestState) {}
 
     /// After the request; must not block.
-    fn logging(&self, _summary: &LogSummary) {}
+    fn logging(&self, _summary: &LogSummary, _state: &mut RequestState) {}
 }

@@ -1,7 +1,7 @@
 //! The explicit registry: plugin names, how their config is parsed and how they are built.
 
 use crate::target::KnownTargets;
-use crate::{route_lookup, route_table, Plugin};
+use crate::{route_lookup, route_table, script, Plugin};
 use serde_yaml::Value;
 use std::sync::Arc;
 
@@ -26,6 +26,7 @@ impl PluginConfigError {
 pub enum PluginSpec {
     RouteLookup(route_lookup::Settings),
     RouteTable(route_table::Spec),
+    Script(script::Settings),
 }
 
 type Parser = fn(&Value, &KnownTargets) -> Result<PluginSpec, Vec<PluginConfigError>>;
@@ -34,10 +35,11 @@ type Parser = fn(&Value, &KnownTargets) -> Result<PluginSpec, Vec<PluginConfigEr
 const REGISTRY: &[(&str, Parser)] = &[
     ("route_lookup", route_lookup::parse),
     ("route_table", route_table::parse),
+    ("script", script::parse),
 ];
 
 /// The names in the registry.
-pub const NAMES: &[&str] = &["route_lookup", "route_table"];
+pub const NAMES: &[&str] = &["route_lookup", "route_table", "script"];
 
 /// Validates one plugin entry (`{ name: ..., ... }`).
 pub fn parse(entry: &Value, targets: &KnownTargets) -> Result<PluginSpec, Vec<PluginConfigError>> {
@@ -60,5 +62,6 @@ pub fn build(spec: &PluginSpec, targets: &Arc<KnownTargets>) -> Arc<dyn Plugin> 
             Arc::new(route_lookup::RouteLookup::new(s.clone(), targets.clone()))
         }
         PluginSpec::RouteTable(s) => Arc::new(route_table::RouteTable::new(s.clone())),
+        PluginSpec::Script(s) => Arc::new(script::Script::new(s.clone(), targets.clone())),
     }
 }

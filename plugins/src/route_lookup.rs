@@ -21,7 +21,7 @@ pub use settings::{AnswerSource, Fallback, Settings};
 use crate::metrics::{self, LookupMetrics, Outcome};
 use crate::registry::{PluginConfigError, PluginSpec};
 use crate::target::KnownTargets;
-use crate::{Connection, Plugin, Route};
+use crate::{Connection, Plugin, RequestState, Route};
 use async_trait::async_trait;
 use breaker::{Breaker, Change, Permit};
 use client::{Answer, Client, LookupError};
@@ -174,6 +174,7 @@ impl RouteLookup {
             Fallback::Balance => Route::Continue,
             Fallback::Reject => Route::Respond {
                 status: 503,
+                headers: Vec::new(),
                 body: "503 Service Unavailable: the routing service did not answer\n".into(),
             },
         }
@@ -186,7 +187,12 @@ impl Plugin for RouteLookup {
         "route_lookup"
     }
 
-    async fn route(&self, req: &RequestHeader, conn: &Connection) -> Route {
+    async fn route(
+        &self,
+        req: &RequestHeader,
+        conn: &Connection,
+        _state: &mut RequestState,
+    ) -> Route {
         let Some(key) = self.settings.key.extract(req, conn) else {
             return Route::Continue;
         };
@@ -298,7 +304,8 @@ mod tests {
         let mut req = RequestHeader::build("GET", b"/", None).unwrap();
         req.insert_header("X-User", user).unwrap();
         let start = Instant::now();
-        let route = p.route(&req, &Connection::default()).await;
+        let mut state = crate::RequestState::default();
+        let route = p.route(&req, &Connection::default(), &mut state).await;
         (route, start.elapsed())
     }
 

@@ -10,7 +10,7 @@ use crate::key::KeySource;
 use crate::metrics::{LookupMetrics, Outcome};
 use crate::registry::{PluginConfigError, PluginSpec};
 use crate::target::{KnownTargets, Target};
-use crate::{Connection, Plugin, Route};
+use crate::{Connection, Plugin, RequestState, Route};
 use async_trait::async_trait;
 use pingora_http::RequestHeader;
 use serde::Deserialize;
@@ -242,7 +242,12 @@ impl Plugin for RouteTable {
         "route_table"
     }
 
-    async fn route(&self, req: &RequestHeader, conn: &Connection) -> Route {
+    async fn route(
+        &self,
+        req: &RequestHeader,
+        conn: &Connection,
+        _state: &mut RequestState,
+    ) -> Route {
         let Some(key) = self.spec.key.extract(req, conn) else {
             return Route::Continue;
         };

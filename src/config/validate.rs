@@ -176,6 +176,25 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
         cluster.plugins =
             operations::plugins(values, &format!("{path}.plugins"), &targets, &mut check);
     }
+    if server.work_stealing {
+        // A script's VM is its worker thread's, and so is a request's `ctx` table in it.
+        let scripted = listeners
+            .iter()
+            .flat_map(|l| {
+                l.plugins
+                    .iter()
+                    .chain(l.routes.iter().flat_map(|r| &r.plugins))
+            })
+            .chain(clusters.iter().flat_map(|c| &c.plugins))
+            .any(|p| matches!(p, PluginSpec::Script(_)));
+        if scripted {
+            check.err(
+                "server.work_stealing",
+                "scripts need work_stealing: false (each worker thread runs its own VM, \
+                 which a request must not leave between its phases)",
+            );
+        }
+    }
 
     let admin = raw
         .admin

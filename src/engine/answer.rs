@@ -34,6 +34,36 @@ pub fn plain(
     out.extend_from_slice(body);
 }
 
+/// Writes a plugin's answer: [`plain`]'s head, where the plugin's `fields` replace
+/// tether's of the same name (as pingora-proxy's path does), and its body.
+pub fn with_fields(
+    out: &mut Vec<u8>,
+    status: u16,
+    fields: &[(String, String)],
+    body: &[u8],
+    close: bool,
+) {
+    let set = |name: &str| fields.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+    status_line(out, status);
+    if !set("content-type") {
+        out.extend_from_slice(b"Content-Type: text/plain; charset=utf-8\r\n");
+    }
+    let mut digits = [0u8; 48];
+    let length = write_on_stack(&mut digits, body.len());
+    field(out, b"Content-Length", length);
+    if !set("cache-control") {
+        field(out, b"Cache-Control", b"no-store");
+    }
+    for (name, value) in fields {
+        field(out, name.as_bytes(), value.as_bytes());
+    }
+    if close {
+        field(out, b"Connection", b"close");
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+}
+
 /// Writes a redirect to `https://<host>[:<port>]<target>` (`redirect_https`; `host`
 /// checked by `proxy::https_host`), the `Location` written in place.
 pub fn to_https(

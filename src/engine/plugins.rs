@@ -31,6 +31,7 @@ impl Engine {
             // targets: not expected, but not a panic either.
             return Err(Answer {
                 status: 400,
+                headers: Vec::new(),
                 body: crate::proxy::error_body(400).to_string(),
             });
         };
@@ -39,8 +40,17 @@ impl Engine {
             client: ctx.client,
             proxy: plugins::proxy_facts(digest.as_deref()),
         };
-        let routed =
-            plugins::route(snapshot, self.listener, start, route_chain, &mut req, &conn).await?;
+        let state = &mut ctx.plugin_state;
+        let routed = plugins::route(
+            snapshot,
+            self.listener,
+            start,
+            route_chain,
+            &mut req,
+            &conn,
+            state,
+        )
+        .await?;
         ctx.preferred = routed.preferred;
         ctx.plugins = Some((snapshot.clone(), self.listener, routed.cluster));
         Ok(routed.cluster)

@@ -136,7 +136,7 @@ impl Engine {
                     // Counted under the cluster the request was headed for.
                     ctx.metrics = Some(snapshot.metrics[cluster].clone());
                     let body = a.body.as_bytes();
-                    answer::plain(&mut c.out, a.status, body, !req.keeps(), None);
+                    answer::with_fields(&mut c.out, a.status, &a.headers, body, !req.keeps());
                     return self.answered(c, a.status, req).await;
                 }
             }

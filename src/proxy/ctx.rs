@@ -24,6 +24,9 @@ pub struct RequestCtx {
     /// The snapshot whose plugin chains this request ran, when any plugin is configured,
     /// with the listener and the cluster the request went to.
     pub plugins: Option<(Arc<Snapshot>, usize, usize)>,
+    /// What the plugins keep for this request from phase to phase (a script's `ctx`) and
+    /// the fields they add to its access-log line.
+    pub plugin_state: tether_plugins::RequestState,
     /// The server of the current attempt (counted in its in-flight gauge).
     pub server: Option<usize>,
     pub outcome: Option<Outcome>,
@@ -78,6 +81,7 @@ impl RequestCtx {
             server: None,
             preferred: None,
             plugins: None,
+            plugin_state: Default::default(),
             outcome: None,
             rejected: None,
             retry_same: false,

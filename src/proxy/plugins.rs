@@ -17,6 +17,8 @@ pub struct Routed {
 /// A plugin's own answer to the client.
 pub struct Answer {
     pub status: u16,
+    /// Fields a script sets on its answer (`Location` for a redirect, ...).
+    pub headers: Vec<(String, String)>,
     pub body: String,
 }
 
@@ -30,6 +32,7 @@ pub async fn route(
     route_chain: Option<&tether_plugins::Chain>,
     req: &mut RequestHeader,
     conn: &Connection,
+    state: &mut tether_plugins::RequestState,
 ) -> Result<Routed, Answer> {
     let mut routed = Routed {
         cluster: start,
@@ -40,12 +43,31 @@ pub async fn route(
         if chain.is_empty() {
             continue;
         }
-        if let Flow::Respond { status, body } = chain.request(req, conn).await {
-            return Err(Answer { status, body });
+        if let Flow::Respond {
+            status,
+            headers,
+            body,
+        } = chain.request(req, conn, state).await
+        {
+            return Err(Answer {
+                status,
+                headers,
+                body,
+            });
         }
-        match chain.route(req, conn).await {
+        match chain.route(req, conn, state).await {
             Route::Continue => {}
-            Route::Respond { status, body } => return Err(Answer { status, body }),
+            Route::Respond {
+                status,
+                headers,
+                body,
+            } => {
+                return Err(Answer {
+                    status,
+                    headers,
+                    body,
+                })
+            }
             // Plugins are built against the snapshot's own clusters (see `Chain::new`); a
             // target outside it is ignored rather than trusted with an index.
             Route::To(t) if valid(snapshot, t) => {
@@ -57,11 +79,30 @@ pub async fn route(
     }
     let chain = &snapshot.cluster_chains[routed.cluster];
     if !chain.is_empty() {
-        if let Flow::Respond { status, body } = chain.request(req, conn).await {
-            return Err(Answer { status, body });
+        if let Flow::Respond {
+            status,
+            headers,
+            body,
+        } = chain.request(req, conn, state).await
+        {
+            return Err(Answer {
+                status,
+                headers,
+                body,
+            });
         }
-        match chain.route(req, conn).await {
-            Route::Respond { status, body } => return Err(Answer { status, body }),
+        match chain.route(req, conn, state).await {
+            Route::Respond {
+                status,
+                headers,
+                body,
+            } => {
+                return Err(Answer {
+                    status,
+                    headers,
+                    body,
+                })
+            }
             // A cluster's plugins choose among its own servers only.
             Route::To(t) if t.cluster == routed.cluster && valid(snapshot, t) => {
                 routed.preferred = t.server.or(routed.preferred)
@@ -86,15 +127,16 @@ pub fn proxy_facts(
 }
 
 /// The logging phase of the chains a request ran through (`ctx.plugins`).
-pub fn log(ctx: &super::RequestCtx, status: u16, server: Option<usize>) {
+pub fn log(ctx: &mut super::RequestCtx, status: u16, server: Option<usize>) {
     if let Some((snapshot, listener, cluster)) = &ctx.plugins {
         let summary = tether_plugins::LogSummary {
             status,
             cluster: Some(*cluster),
             server,
         };
-        snapshot.listener_chains[*listener].logging(&summary);
-        snapshot.cluster_chains[*cluster].logging(&summary);
+        let state = &mut ctx.plugin_state;
+        snapshot.listener_chains[*listener].logging(&summary, state);
+        snapshot.cluster_chains[*cluster].logging(&summary, state);
     }
 }
 
@@ -128,6 +170,7 @@ pub(super) async fn choose(
         route_chain,
         session.req_header_mut(),
         &conn,
+        &mut ctx.plugin_state,
     )
     .await;
     match routed {
@@ -140,7 +183,8 @@ pub(super) async fn choose(
             // Counted under the cluster the request was headed for.
             ctx.metrics = Some(snapshot.metrics[start].clone());
             let conn = super::respond::Conn::KeepAlive;
-            super::respond::plain(session, answer.status, answer.body, conn).await?;
+            let (status, body) = (answer.status, answer.body);
+            super::respond::plain_with(session, status, &answer.headers, body, conn).await?;
             Ok(None)
         }
     }

@@ -48,5 +48,6 @@ pub fn of_request(
         version,
         tls,
         route: ctx.route.clone(),
+        fields: ctx.plugin_state.log_fields().to_vec(),
     }
 }

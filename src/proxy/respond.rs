@@ -28,6 +28,24 @@ pub async fn plain(
     session.write_response_body(Some(body), true).await
 }
 
+/// Writes a plugin's answer: `status`, its own `headers` (a script's `Location`, ...;
+/// they replace tether's of the same name) and a `text/plain` body.
+pub async fn plain_with(
+    session: &mut Session,
+    status: u16,
+    headers: &[(String, String)],
+    body: impl Into<Bytes>,
+    conn: Conn,
+) -> Result<()> {
+    let body: Bytes = body.into();
+    let mut resp = plain_head(session, status, body.len(), conn)?;
+    for (name, value) in headers {
+        resp.insert_header(name.clone(), value.as_str())?;
+    }
+    session.write_response_header(resp, false).await?;
+    session.write_response_body(Some(body), true).await
+}
+
 /// Answers `429 Too Many Requests` with `Retry-After` (a client over its request rate).
 pub async fn too_many(session: &mut Session, retry_after: std::time::Duration) -> Result<()> {
     let body = error_body(429);

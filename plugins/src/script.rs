@@ -1,0 +1,440 @@
+//! `script`: a Luau script's phase functions run as a plugin (`{ name: script, file: ... }`).
+//! Each worker thread runs a script in a VM of its own ([`vm::Vm`], made on the thread's
+//! first request that needs it), so calls take no lock and a request's `ctx` table stays
+//! on its thread from phase to phase (tether refuses scripts with `work_stealing: true`,
+//! where a request may change threads). A call that fails (an error, its time budget, its
+//! memory limit) is counted and logged, and the request goes on, or is answered 503
+//! (`on_error: reject`); a VM that ran out of memory is made again for the next request.
+
+mod metrics;
+mod pattern;
+mod settings;
+mod view;
+mod vm;
+
+pub use settings::{OnError, Settings};
+pub use vm::Phase;
+
+use crate::registry::{PluginConfigError, PluginSpec};
+use crate::target::KnownTargets;
+use crate::{Connection, Flow, LogSummary, Plugin, RequestState, Route};
+use async_trait::async_trait;
+use metrics::ScriptMetrics;
+use mlua::{Table, Value};
+use pingora_http::{RequestHeader, ResponseHeader};
+use serde_yaml::Value as Yaml;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+use view::Bound;
+use vm::{Failure, Kind, Vm};
+
+pub fn parse(entry: &Yaml, _targets: &KnownTargets) -> Result<PluginSpec, Vec<PluginConfigError>> {
+    Settings::parse(entry).map(PluginSpec::Script)
+}
+
+/// An answer a script gives: status, fields, body.
+type Reply = (u16, Vec<(String, String)>, String);
+
+/// Ids of scripts (per built plugin) and of VMs, never reused.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A VM of this thread, for the script whose id it has while that script lives.
+struct Loaded {
+    script: u64,
+    alive: Weak<()>,
+    vm_id: u64,
+    vm: Rc<Vm>,
+}
+
+thread_local! {
+    static VMS: RefCell<Vec<Loaded>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A request's `ctx` table in a thread's VM; freed when the request's state is dropped.
+struct CtxSlot {
+    vm_id: u64,
+    slot: i64,
+}
+
+impl Drop for CtxSlot {
+    fn drop(&mut self) {
+        let _ = VMS.try_with(|vms| {
+            if let Ok(vms) = vms.try_borrow() {
+                if let Some(l) = vms.iter().find(|l| l.vm_id == self.vm_id) {
+                    l.vm.drop_ctx(self.slot);
+                }
+            }
+        });
+    }
+}
+
+pub struct Script {
+    id: u64,
+    settings: Settings,
+    /// Dropped with the plugin: the threads' VMs of it are then dropped at their next look.
+    alive: Arc<()>,
+    targets: Arc<KnownTargets>,
+    metrics: ScriptMetrics,
+    /// The second (since the epoch) of the last failure logged.
+    logged: AtomicU64,
+    suppressed: AtomicU64,
+}
+
+impl Script {
+    pub fn new(settings: Settings, targets: Arc<KnownTargets>) -> Script {
+        Script {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            metrics: ScriptMetrics::new(&settings.label),
+            settings,
+            alive: Arc::new(()),
+            targets,
+            logged: AtomicU64::new(0),
+            suppressed: AtomicU64::new(0),
+        }
+    }
+
+    fn defines(&self, phase: Phase) -> bool {
+        self.settings.phases.contains(&phase)
+    }
+
+    /// This thread's VM of the script, made if there is none yet.
+    fn vm(&self) -> Result<(u64, Rc<Vm>), Failure> {
+        let found = VMS.with(|vms| {
+            let vms = vms.borrow();
+            vms.iter()
+                .find(|l| l.script == self.id)
+                .map(|l| (l.vm_id, l.vm.clone()))
+        });
+        if let Some(found) = found {
+            return Ok(found);
+        }
+        let vm = Rc::new(Vm::new(&self.settings).map_err(|message| Failure {
+            kind: Kind::Error,
+            message,
+        })?);
+        let vm_id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        VMS.with(|vms| {
+            let mut vms = vms.borrow_mut();
+            // The VMs of scripts a reload dropped go now.
+            vms.retain(|l| l.alive.strong_count() > 0);
+            vms.push(Loaded {
+                script: self.id,
+                alive: Arc::downgrade(&self.alive),
+                vm_id,
+                vm: vm.clone(),
+            });
+        });
+        Ok((vm_id, vm))
+    }
+
+    /// Drops this thread's VM of the script (after it ran out of memory).
+    fn forget_vm(&self) {
+        VMS.with(|vms| vms.borrow_mut().retain(|l| l.script != self.id));
+    }
+
+    /// Runs `phase` for a request: what it returned, or the failure (counted and logged).
+    fn run(
+        &self,
+        phase: Phase,
+        state: &mut RequestState,
+        bind: Bound<'_>,
+        extra: impl FnOnce(&mlua::Lua) -> mlua::Result<Value>,
+    ) -> Result<Value, Failure> {
+        let start = Instant::now();
+        let result = self.call(phase, state, bind, extra);
+        self.metrics
+            .called(phase as usize, start.elapsed().as_secs_f64());
+        if let Err(f) = &result {
+            self.metrics.failed(phase as usize, f.kind);
+            if f.kind == Kind::Memory {
+                self.forget_vm();
+            }
+            self.log_failure(phase, f);
+        }
+        result
+    }
+
+    fn call(
+        &self,
+        phase: Phase,
+        state: &mut RequestState,
+        bind: Bound<'_>,
+        extra: impl FnOnce(&mlua::Lua) -> mlua::Result<Value>,
+    ) -> Result<Value, Failure> {
+        let (vm_id, vm) = self.vm()?;
+        let slot = match state.get_mut::<CtxSlot>(self.id) {
+            Some(s) if s.vm_id == vm_id => s.slot,
+            _ => {
+                let slot = vm.new_ctx()?;
+                state.insert(self.id, CtxSlot { vm_id, slot });
+                slot
+            }
+        };
+        let extra = extra(vm.lua()).map_err(|e| Failure {
+            kind: Kind::Error,
+            message: e.to_string(),
+        })?;
+        vm.call(phase, slot, bind, extra)
+    }
+
+    /// One line per second at most per script; the lines left out are counted in the next.
+    fn log_failure(&self, phase: Phase, f: &Failure) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let last = self.logged.load(Ordering::Relaxed);
+        if last == now || self.logged.swap(now, Ordering::Relaxed) == now {
+            self.suppressed.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let more = self.suppressed.swap(0, Ordering::Relaxed);
+        log::warn!(
+            "script {}: {} phase failed ({}): {}{}",
+            self.settings.label,
+            phase.name(),
+            f.kind.name(),
+            f.message,
+            if more > 0 {
+                format!(" ({more} more failures in the last second)")
+            } else {
+                String::new()
+            }
+        );
+    }
+
+    /// What a failure in a phase that may answer does: go on, or answer 503.
+    fn on_error(&self) -> Option<Reply> {
+        (self.settings.on_error == OnError::Reject).then(|| {
+            (
+                503,
+                Vec::new(),
+                "503 Service Unavailable: the request could not be checked\n".to_string(),
+            )
+        })
+    }
+
+    /// A table the script returned as an answer: `{ status =, body =, headers = }` or
+    /// `{ redirect = url, status = 302 }`.
+    fn answer(t: &Table) -> Result<Reply, Failure> {
+        let bad = |message: String| Failure {
+            kind: Kind::Error,
+            message,
+        };
+        let redirect: Option<String> = t.get("redirect").map_err(|e| bad(e.to_string()))?;
+        let default = if redirect.is_some() { 302 } else { 200 };
+        let status: Option<u16> = t.get("status").map_err(|e| bad(e.to_string()))?;
+        let status = status.unwrap_or(default);
+        if !(200..=599).contains(&status) {
+            return Err(bad(format!(
+                "an answer's status must be 200 to 599, not {status}"
+            )));
+        }
+        let body: Option<String> = t.get("body").map_err(|e| bad(e.to_string()))?;
+        let mut headers = Vec::new();
+        if let Some(fields) = t
+            .get::<Option<Table>>("headers")
+            .map_err(|e| bad(e.to_string()))?
+        {
+            for pair in fields.pairs::<String, String>() {
+                let (name, value) = pair.map_err(|e| bad(format!("headers: {e}")))?;
+                check_field(&name, &value).map_err(bad)?;
+                headers.push((name, value));
+            }
+        }
+        if let Some(to) = redirect {
+            check_field("Location", &to).map_err(bad)?;
+            headers.push(("Location".into(), to));
+        }
+        Ok((status, headers, body.unwrap_or_default()))
+    }
+
+    /// Where the route phase sends the request: `"cluster"`, `"cluster/server"` or
+    /// `{ cluster =, server = }`, only to what the config knows; or an answer.
+    fn route_of(&self, value: Value) -> Result<Route, Failure> {
+        let bad = |message: String| Failure {
+            kind: Kind::Error,
+            message,
+        };
+        let name = match &value {
+            Value::Nil => return Ok(Route::Continue),
+            Value::String(s) => s.to_str().map_err(|e| bad(e.to_string()))?.to_string(),
+            Value::Table(t) if t.contains_key("status").unwrap_or(false) => {
+                let (status, headers, body) = Self::answer(t)?;
+                return Ok(Route::Respond {
+                    status,
+                    headers,
+                    body,
+                });
+            }
+            Value::Table(t) => {
+                let cluster: String = t.get("cluster").map_err(|e| bad(e.to_string()))?;
+                match t
+                    .get::<Option<String>>("server")
+                    .map_err(|e| bad(e.to_string()))?
+                {
+                    Some(server) => format!("{cluster}/{server}"),
+                    None => cluster,
+                }
+            }
+            other => {
+                let message = format!("route must return a target, not a {}", other.type_name());
+                return Err(bad(message));
+            }
+        };
+        match self.targets.resolve(&name) {
+            Some(t) => Ok(Route::To(t)),
+            None => Err(bad(format!(
+                "route named `{name}`, which the config does not have"
+            ))),
+        }
+    }
+}
+
+/// A field a script sets on an answer: a token name and a value without control bytes, and
+/// not one of the fields that frame the message (tether writes those).
+fn check_field(name: &str, value: &str) -> Result<(), String> {
+    let parsed = http::HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| format!("`{name}` is not a field name"))?;
+    use http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
+    if [CONTENT_LENGTH, TRANSFER_ENCODING, CONNECTION].contains(&parsed) {
+        return Err(format!("an answer's `{name}` is tether's to write"));
+    }
+    http::HeaderValue::from_str(value)
+        .map_err(|_| format!("the value of `{name}` is not valid"))?;
+    Ok(())
+}
+
+#[async_trait]
+impl Plugin for Script {
+    fn name(&self) -> &'static str {
+        "script"
+    }
+
+    fn edits_messages(&self) -> bool {
+        [
+            Phase::Request,
+            Phase::UpstreamRequest,
+            Phase::UpstreamResponse,
+            Phase::Response,
+        ]
+        .into_iter()
+        .any(|p| self.defines(p))
+    }
+
+    async fn request(
+        &self,
+        req: &mut RequestHeader,
+        conn: &Connection,
+        state: &mut RequestState,
+    ) -> Flow {
+        if !self.defines(Phase::Request) {
+            return Flow::Continue;
+        }
+        let bind = Bound::Request {
+            req,
+            conn: Some(conn),
+        };
+        let answer = match self.run(Phase::Request, state, bind, |_| Ok(Value::Nil)) {
+            Ok(Value::Nil) => return Flow::Continue,
+            Ok(Value::Table(t)) => Self::answer(&t).map_err(|f| {
+                self.metrics.failed(Phase::Request as usize, f.kind);
+                self.log_failure(Phase::Request, &f);
+            }),
+            Ok(_) => {
+                let f = Failure {
+                    kind: Kind::Error,
+                    message: "request must return nothing or an answer table".into(),
+                };
+                self.metrics.failed(Phase::Request as usize, f.kind);
+                self.log_failure(Phase::Request, &f);
+                Err(())
+            }
+            Err(_) => Err(()),
+        };
+        match answer.ok().or_else(|| self.on_error()) {
+            Some((status, headers, body)) => Flow::Respond {
+                status,
+                headers,
+                body,
+            },
+            None => Flow::Continue,
+        }
+    }
+
+    async fn route(
+        &self,
+        req: &RequestHeader,
+        conn: &Connection,
+        state: &mut RequestState,
+    ) -> Route {
+        if !self.defines(Phase::Route) {
+            return Route::Continue;
+        }
+        let bind = Bound::ReadOnly {
+            req,
+            conn: Some(conn),
+        };
+        let routed = self
+            .run(Phase::Route, state, bind, |_| Ok(Value::Nil))
+            .and_then(|v| {
+                self.route_of(v).inspect_err(|f| {
+                    self.metrics.failed(Phase::Route as usize, f.kind);
+                    self.log_failure(Phase::Route, f);
+                })
+            });
+        match routed {
+            Ok(route) => route,
+            Err(_) => match self.on_error() {
+                Some((status, headers, body)) => Route::Respond {
+                    status,
+                    headers,
+                    body,
+                },
+                None => Route::Continue,
+            },
+        }
+    }
+
+    async fn upstream_request(&self, req: &mut RequestHeader, state: &mut RequestState) {
+        if self.defines(Phase::UpstreamRequest) {
+            let bind = Bound::Request { req, conn: None };
+            let _ = self.run(Phase::UpstreamRequest, state, bind, |_| Ok(Value::Nil));
+        }
+    }
+
+    async fn upstream_response(&self, resp: &mut ResponseHeader, state: &mut RequestState) {
+        if self.defines(Phase::UpstreamResponse) {
+            let bind = Bound::Response(resp);
+            let _ = self.run(Phase::UpstreamResponse, state, bind, |_| Ok(Value::Nil));
+        }
+    }
+
+    async fn response(&self, resp: &mut ResponseHeader, state: &mut RequestState) {
+        if self.defines(Phase::Response) {
+            let bind = Bound::Response(resp);
+            let _ = self.run(Phase::Response, state, bind, |_| Ok(Value::Nil));
+        }
+    }
+
+    fn logging(&self, summary: &LogSummary, state: &mut RequestState) {
+        if !self.defines(Phase::Log) {
+            return;
+        }
+        let info = |lua: &mlua::Lua| {
+            let t = lua.create_table()?;
+            t.raw_set("status", summary.status)?;
+            Ok(Value::Table(t))
+        };
+        let Ok(Value::Table(fields)) = self.run(Phase::Log, state, Bound::Nothing, info) else {
+            return;
+        };
+        for (name, value) in fields.pairs::<String, Value>().flatten() {
+            if let Ok(Some(text)) = value.to_string().map(Some) {
+                state.add_log_field(name, text);
+            }
+        }
+    }
+}

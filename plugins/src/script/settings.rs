@@ -1,0 +1,236 @@
+//! The `script` plugin's config, checked when the config is loaded: where the Luau source
+//! is, the `config` it is given, its limits and what a failure does. The source is compiled
+//! here (a syntax error is reported with its file and line) and run once in a VM of its
+//! own, so a script that does not return its table of phases is refused before it serves.
+
+use super::vm::Phase;
+use crate::duration::parse_duration;
+use crate::registry::PluginConfigError;
+use serde::Deserialize;
+use serde_yaml::Value;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Memory one script's VM may hold, per worker thread, unless `memory_limit` says otherwise.
+pub const DEFAULT_MEMORY: usize = 16 << 20;
+/// Time one phase call may take, unless `time_budget` says otherwise.
+pub const DEFAULT_BUDGET: Duration = Duration::from_millis(5);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    #[allow(dead_code)]
+    name: String,
+    file: Option<PathBuf>,
+    source: Option<String>,
+    /// The name in metrics and logs (default: the file's stem, or `inline`).
+    label: Option<String>,
+    config: Option<Value>,
+    on_error: Option<OnError>,
+    time_budget: Option<String>,
+    memory_limit: Option<String>,
+}
+
+/// What a failed call (an error, the time budget, the memory limit) does to its request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum OnError {
+    /// Go on as if the phase had not run (the failure is counted and logged).
+    #[default]
+    Continue,
+    /// Answer 503 (in the `request` and `route` phases, which may still answer).
+    Reject,
+}
+
+/// A validated script.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub label: String,
+    /// Where the source came from, for messages (`file.luau`, or `inline`).
+    pub origin: String,
+    pub source: Arc<str>,
+    /// Luau bytecode, compiled once.
+    pub bytecode: Arc<[u8]>,
+    pub config: Value,
+    pub on_error: OnError,
+    pub time_budget: Duration,
+    pub memory_limit: usize,
+    /// The phases the script defines.
+    pub phases: Vec<Phase>,
+}
+
+impl Settings {
+    pub fn parse(entry: &Value) -> Result<Settings, Vec<PluginConfigError>> {
+        let raw: Raw = serde_yaml::from_value(entry.clone())
+            .map_err(|e| vec![PluginConfigError::new("", e.to_string())])?;
+        let mut errors = Vec::new();
+        let (origin, source, at) = match (&raw.file, raw.source) {
+            (Some(file), None) => match std::fs::read_to_string(file) {
+                Ok(text) => (file.display().to_string(), text, "file"),
+                Err(e) => {
+                    let message = format!("cannot read {}: {e}", file.display());
+                    return Err(vec![PluginConfigError::new("file", message)]);
+                }
+            },
+            (None, Some(text)) => ("inline".to_string(), text, "source"),
+            _ => {
+                let message = "give exactly one of file, source";
+                return Err(vec![PluginConfigError::new("", message)]);
+            }
+        };
+        let label = raw.label.unwrap_or_else(|| match &raw.file {
+            Some(f) => f
+                .file_stem()
+                .map_or("script".into(), |s| s.to_string_lossy().into_owned()),
+            None => "inline".into(),
+        });
+        let time_budget = match raw.time_budget.as_deref().map(parse_duration) {
+            None => DEFAULT_BUDGET,
+            Some(Ok(d)) if d >= Duration::from_millis(1) && d <= Duration::from_secs(10) => d,
+            Some(Ok(_)) => {
+                errors.push(PluginConfigError::new(
+                    "time_budget",
+                    "must be from 1ms to 10s",
+                ));
+                DEFAULT_BUDGET
+            }
+            Some(Err(e)) => {
+                errors.push(PluginConfigError::new("time_budget", e));
+                DEFAULT_BUDGET
+            }
+        };
+        let memory_limit = match raw.memory_limit.as_deref().map(parse_size) {
+            None => DEFAULT_MEMORY,
+            Some(Ok(n)) if (1 << 20..=1 << 30).contains(&n) => n,
+            Some(Ok(_)) => {
+                let message = "must be from 1MiB to 1GiB";
+                errors.push(PluginConfigError::new("memory_limit", message));
+                DEFAULT_MEMORY
+            }
+            Some(Err(e)) => {
+                errors.push(PluginConfigError::new("memory_limit", e));
+                DEFAULT_MEMORY
+            }
+        };
+        let config = raw.config.unwrap_or(Value::Mapping(Default::default()));
+        let bytecode = match super::vm::compile(&origin, &source) {
+            Ok(b) => b,
+            Err(message) => {
+                errors.push(PluginConfigError::new(at, message));
+                return Err(errors);
+            }
+        };
+        let mut settings = Settings {
+            label,
+            origin,
+            source: source.into(),
+            bytecode: bytecode.into(),
+            config,
+            on_error: raw.on_error.unwrap_or_default(),
+            time_budget,
+            memory_limit,
+            phases: Vec::new(),
+        };
+        // Run once, as every worker thread will: what it returns must be its phases.
+        match super::vm::Vm::new(&settings) {
+            Ok(vm) => settings.phases = vm.phases(),
+            Err(message) => errors.push(PluginConfigError::new(at, message)),
+        }
+        if errors.is_empty() {
+            Ok(settings)
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+/// `512KiB`, `16MiB`, `1GiB` (or a number of bytes).
+fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: usize = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size such as `16MiB`"))?;
+    let scale = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => return Err(format!("unknown unit `{other}` (use KiB, MiB or GiB)")),
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("`{text}` is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(yaml: &str) -> Result<Settings, Vec<PluginConfigError>> {
+        Settings::parse(&serde_yaml::from_str(yaml).unwrap())
+    }
+
+    fn error(yaml: &str) -> String {
+        let errors = parse(yaml).unwrap_err();
+        errors
+            .iter()
+            .map(|e| format!("{}: {}", e.path, e.message))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    #[test]
+    fn a_script_is_compiled_run_and_its_phases_known() {
+        let s = parse(
+            "{ name: script, source: 'return { request = function(r, ctx) end, log = function() end }' }",
+        )
+        .unwrap();
+        assert_eq!(s.phases, [Phase::Request, Phase::Log]);
+        assert_eq!(s.label, "inline");
+        assert_eq!(s.on_error, OnError::Continue);
+        assert_eq!(s.time_budget, DEFAULT_BUDGET);
+    }
+
+    #[test]
+    fn bad_scripts_are_refused_with_their_line() {
+        let e = error("{ name: script, source: \"return {\\n request = function(r)\\n if then end\\n end }\" }");
+        assert!(e.starts_with("source: inline:3:"), "{e}");
+        let e = error("{ name: script, source: 'return 42' }");
+        assert!(e.contains("must return a table of phase functions"), "{e}");
+        let e = error("{ name: script, source: 'return { reqest = function() end }' }");
+        assert!(e.contains("unknown phase `reqest`"), "{e}");
+        let e = error("{ name: script, source: 'return { request = 1 }' }");
+        assert!(e.contains("`request` is not a function"), "{e}");
+        let e = error("{ name: script, source: 'error(\"boom\")' }");
+        assert!(e.contains("boom"), "{e}");
+        // The load itself is under the budget.
+        let e = error("{ name: script, source: 'while true do end' }");
+        assert!(e.contains("time budget"), "{e}");
+        let e = error("{ name: script, file: /nonexistent/x.luau }");
+        assert!(
+            e.starts_with("file: cannot read /nonexistent/x.luau"),
+            "{e}"
+        );
+        let e = error("{ name: script, source: 'return {}', file: x.luau }");
+        assert!(e.contains("exactly one of file, source"), "{e}");
+        let e =
+            error("{ name: script, source: 'return {}', memory_limit: 10KiB, time_budget: 1h }");
+        assert!(e.contains("memory_limit: must be from 1MiB"), "{e}");
+        assert!(e.contains("time_budget: must be from 1ms"), "{e}");
+        let e = error("{ name: script, source: 'return {}', on_error: explode }");
+        assert!(e.contains("unknown variant `explode`"), "{e}");
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("16MiB"), Ok(16 << 20));
+        assert_eq!(parse_size("512KiB"), Ok(512 << 10));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("16MB").is_err());
+        assert!(parse_size("MiB").is_err());
+    }
+}
