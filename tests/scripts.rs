@@ -349,3 +349,68 @@ fn scripts_are_refused_with_work_stealing() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_shared_dictionary_is_one_for_all_threads_and_kept_by_a_reload() {
+    let sims = tomcats(2).await;
+    let source = r#"
+return {
+  request = function(r, ctx)
+    if r.path == "/count" then
+      return { status = 200, body = tostring(shared:get("hits")) .. "," .. tostring(shared:get("route:001")) }
+    end
+    shared:incr("hits")
+    if r.path == "/learn" then shared:set("route:001", "shop/tc2", 60) end
+  end,
+  route = function(r, ctx)
+    local user = r:header("X-User")
+    return user and shared:get("route:" .. user)
+  end,
+}
+"#;
+    let (dir, file) = script_dir("script-shared", source);
+    let t = Tether::start_with(Opts {
+        cluster: common::cluster_yaml("", &sims),
+        listener_plugins: plugin(&file, "        shared: { name: routes, max_size: 1MiB }\n"),
+        admin: true,
+        metrics: true,
+        dir: Some(dir),
+        ..Opts::default()
+    });
+    // 400 requests on 16 connections at once: tether's two threads both count.
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let mut c = t.client();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..25 {
+                assert_eq!(c.get("/", &[]).await.unwrap().status, 200);
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let mut c = t.client();
+    assert_eq!(c.get("/count", &[]).await.unwrap().body_str(), "400,nil");
+    // What one request stores, the next one's route phase reads, on whatever thread.
+    c.get("/learn", &[]).await.unwrap();
+    for _ in 0..6 {
+        let resp = t.client().get("/", &[("X-User", "001")]).await.unwrap();
+        assert_eq!(resp.header("x-server"), Some("tc2"));
+    }
+    // A reload that changes the script but keeps the dictionary's name and size keeps its
+    // entries.
+    std::fs::write(&file, format!("{source}\n-- v2\n")).unwrap();
+    let (status, json) = t.admin("POST", "/reload", None, b"").await;
+    assert_eq!(status, 200, "{json}");
+    assert_eq!(
+        c.get("/count", &[]).await.unwrap().body_str(),
+        "407,shop/tc2"
+    );
+    let m = scrape(t.metrics.unwrap()).await;
+    assert_eq!(
+        series(&m, r#"tether_script_shared_entries{dict="routes"}"#),
+        2.0,
+        "{m}"
+    );
+}

@@ -9,6 +9,7 @@
 mod metrics;
 mod pattern;
 mod settings;
+mod shared;
 mod view;
 mod vm;
 
@@ -77,6 +78,7 @@ pub struct Script {
     /// Dropped with the plugin: the threads' VMs of it are then dropped at their next look.
     alive: Arc<()>,
     targets: Arc<KnownTargets>,
+    shared: Option<Arc<shared::SharedDict>>,
     metrics: ScriptMetrics,
     /// The second (since the epoch) of the last failure logged.
     logged: AtomicU64,
@@ -88,6 +90,10 @@ impl Script {
         Script {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             metrics: ScriptMetrics::new(&settings.label),
+            shared: settings
+                .shared
+                .as_ref()
+                .map(|(name, size)| shared::SharedDict::named(name, *size as u64)),
             settings,
             alive: Arc::new(()),
             targets,
@@ -111,10 +117,12 @@ impl Script {
         if let Some(found) = found {
             return Ok(found);
         }
-        let vm = Rc::new(Vm::new(&self.settings).map_err(|message| Failure {
-            kind: Kind::Error,
-            message,
-        })?);
+        let vm = Rc::new(
+            Vm::new(&self.settings, self.shared.clone()).map_err(|message| Failure {
+                kind: Kind::Error,
+                message,
+            })?,
+        );
         let vm_id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         VMS.with(|vms| {
             let mut vms = vms.borrow_mut();

@@ -30,7 +30,18 @@ struct Raw {
     on_error: Option<OnError>,
     time_budget: Option<String>,
     memory_limit: Option<String>,
+    shared: Option<RawShared>,
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawShared {
+    name: String,
+    max_size: Option<String>,
+}
+
+/// Bytes a shared dictionary holds unless `shared.max_size` says otherwise.
+pub const DEFAULT_SHARED: usize = 16 << 20;
 
 /// What a failed call (an error, the time budget, the memory limit) does to its request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -58,6 +69,8 @@ pub struct Settings {
     pub memory_limit: usize,
     /// The phases the script defines.
     pub phases: Vec<Phase>,
+    /// The shared dictionary it names (`shared:` in the script), and its size in bytes.
+    pub shared: Option<(String, usize)>,
 }
 
 impl Settings {
@@ -113,6 +126,32 @@ impl Settings {
                 DEFAULT_MEMORY
             }
         };
+        let shared = raw.shared.map(|sh| {
+            let size = match sh.max_size.as_deref().map(parse_size) {
+                None => DEFAULT_SHARED,
+                Some(Ok(n)) if (64 << 10..=1 << 32).contains(&n) => n,
+                Some(Ok(_)) => {
+                    let message = "must be from 64KiB to 4GiB";
+                    errors.push(PluginConfigError::new("shared.max_size", message));
+                    DEFAULT_SHARED
+                }
+                Some(Err(e)) => {
+                    errors.push(PluginConfigError::new("shared.max_size", e));
+                    DEFAULT_SHARED
+                }
+            };
+            let ok = !sh.name.is_empty()
+                && sh.name.len() <= 64
+                && sh
+                    .name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            if !ok {
+                let message = "a name of 1 to 64 letters, digits, `_` or `-`";
+                errors.push(PluginConfigError::new("shared.name", message));
+            }
+            (sh.name, size)
+        });
         let config = raw.config.unwrap_or(Value::Mapping(Default::default()));
         let bytecode = match super::vm::compile(&origin, &source) {
             Ok(b) => b,
@@ -131,9 +170,15 @@ impl Settings {
             time_budget,
             memory_limit,
             phases: Vec::new(),
+            shared,
         };
-        // Run once, as every worker thread will: what it returns must be its phases.
-        match super::vm::Vm::new(&settings) {
+        // Run once, as every worker thread will: what it returns must be its phases. Its
+        // shared dictionary here is a scratch one (the load may write to it).
+        let scratch = settings
+            .shared
+            .as_ref()
+            .map(|(name, size)| Arc::new(super::shared::SharedDict::new(name, *size as u64)));
+        match super::vm::Vm::new(&settings, scratch) {
             Ok(vm) => settings.phases = vm.phases(),
             Err(message) => errors.push(PluginConfigError::new(at, message)),
         }

@@ -127,7 +127,10 @@ pub struct Vm {
 impl Vm {
     /// A VM with the script loaded: its chunk run (under the budget) and the phase
     /// functions it returned kept. The message says what is wrong with the script.
-    pub fn new(settings: &Settings) -> Result<Vm, String> {
+    pub fn new(
+        settings: &Settings,
+        shared: Option<std::sync::Arc<super::shared::SharedDict>>,
+    ) -> Result<Vm, String> {
         let at = |e: mlua::Error| located(&settings.origin, &message_of(&e));
         let lua = Lua::new();
         lua.set_memory_limit(settings.memory_limit).map_err(at)?;
@@ -142,6 +145,12 @@ impl Vm {
             t.set_readonly(true);
         }
         globals.raw_set("config", config).map_err(at)?;
+        if let Some(dict) = shared {
+            let object = lua
+                .create_userdata(super::shared::Shared(dict))
+                .map_err(at)?;
+            globals.raw_set("shared", object).map_err(at)?;
+        }
         lua.sandbox(true).map_err(at)?;
         let budget = Rc::new(Budget::default());
         let watch = budget.clone();
