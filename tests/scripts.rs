@@ -414,3 +414,103 @@ return {
         "{m}"
     );
 }
+
+/// The seed's use case: a user's server from an HTTP API, cached in the shared dictionary,
+/// concurrent look-ups of one user sharing one call.
+const LOOKUP: &str = r#"
+return {
+  route = function(r, ctx)
+    local user = r:header("X-User")
+    if not user then return nil end
+    if user == "evil" then http.get("http://127.0.0.2:9/x") end
+    return shared:get_or_load("user:" .. user, function()
+      local resp, err = http.get("http://" .. config.api .. "/route/" .. user)
+      if not resp or resp.status ~= 200 then return nil end
+      return json.decode(resp.body).target
+    end, 60)
+  end,
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn scripts_wait_for_http_without_blocking_and_loads_are_shared() {
+    let sims = tomcats(3).await;
+    let lookup = common::lookup::Lookup::start(&[("001", "shop/tc1"), ("002", "shop/tc2")]).await;
+    lookup.answer_json();
+    lookup.set_delay(Duration::from_millis(300));
+    let (dir, file) = script_dir("script-http", LOOKUP);
+    let api = lookup.addr();
+    let t = Tether::start_with(Opts {
+        cluster: common::cluster_yaml("", &sims),
+        listener_plugins: plugin(
+            &file,
+            &format!(
+                "        config: {{ api: \"{api}\" }}\n        shared: {{ name: users }}\n        \
+                 http: {{ allow: [\"{api}\"], timeout: 3s }}\n"
+            ),
+        ),
+        metrics: true,
+        dir: Some(dir),
+        ..Opts::default()
+    });
+    // Ten new connections at once ask for user 001, on both of tether's threads: one call.
+    let mut tasks = Vec::new();
+    for _ in 0..10 {
+        let mut c = t.client();
+        tasks.push(tokio::spawn(async move {
+            let resp = c.get("/", &[("X-User", "001")]).await.unwrap();
+            resp.header("x-server").map(str::to_string)
+        }));
+    }
+    for task in tasks {
+        assert_eq!(task.await.unwrap().as_deref(), Some("tc1"));
+    }
+    assert_eq!(
+        lookup.calls(),
+        1,
+        "concurrent look-ups of one user share one call"
+    );
+    let resp = t.client().get("/", &[("X-User", "002")]).await.unwrap();
+    assert_eq!(resp.header("x-server"), Some("tc2"));
+    assert_eq!(lookup.calls(), 2);
+    // Cached: no more calls.
+    for _ in 0..5 {
+        let resp = t.client().get("/", &[("X-User", "001")]).await.unwrap();
+        assert_eq!(resp.header("x-server"), Some("tc1"));
+    }
+    assert_eq!(lookup.calls(), 2);
+    // A look-up that hangs delays only the requests that wait for it.
+    lookup.set_delay(Duration::from_secs(2));
+    let slow = {
+        let mut c = t.client();
+        tokio::spawn(async move {
+            let start = Instant::now();
+            let status = c.get("/", &[("X-User", "003")]).await.unwrap().status;
+            (status, start.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let start = Instant::now();
+    for user in ["001", "002", "001", "002"] {
+        let mut c = t.client();
+        assert_eq!(c.get("/", &[("X-User", user)]).await.unwrap().status, 200);
+        assert_eq!(c.get("/", &[]).await.unwrap().status, 200);
+    }
+    let others = start.elapsed();
+    let (status, waited) = slow.await.unwrap();
+    assert_eq!(status, 200, "unknown user: balanced as usual");
+    assert!(waited >= Duration::from_secs(2), "{waited:?}");
+    assert!(
+        others < Duration::from_secs(1),
+        "requests that need no look-up were held: {others:?}"
+    );
+    // A destination the entry does not allow is the script's error.
+    let resp = t.client().get("/", &[("X-User", "evil")]).await.unwrap();
+    assert_eq!(resp.status, 200);
+    let m = scrape(t.metrics.unwrap()).await;
+    let errors = r#"tether_script_errors_total{kind="error",phase="route",script="script"}"#;
+    assert_eq!(series(&m, errors), 1.0, "{m}");
+    if std::env::var("TETHER_HTTP1").as_deref() != Ok("proxy") {
+        assert_eq!(common::engine_requests(&m, "handover"), 0, "{m}");
+    }
+}

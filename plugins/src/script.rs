@@ -6,6 +6,7 @@
 //! memory limit) is counted and logged, and the request goes on, or is answered 503
 //! (`on_error: reject`); a VM that ran out of memory is made again for the next request.
 
+mod io;
 mod metrics;
 mod pattern;
 mod settings;
@@ -165,6 +166,80 @@ impl Script {
         result
     }
 
+    /// Runs `phase` (`request` or `route`) as a coroutine that may wait: each slice runs on
+    /// this thread's VM, and what it waits for is awaited outside the VM (nothing of the VM
+    /// is held across an await). `finish` reads what it returned.
+    async fn run_waiting<R>(
+        &self,
+        phase: Phase,
+        state: &mut RequestState,
+        msg: &mut Msg<'_>,
+        finish: impl Fn(&Self, Value) -> Result<R, Failure>,
+    ) -> Result<R, Failure> {
+        let start = Instant::now();
+        let mut outcome = None;
+        let result = loop {
+            let wait = match self.slice(phase, state, msg, outcome.take(), &finish) {
+                Ok(Slice::Done(r)) => break Ok(r),
+                Ok(Slice::Wait(wait)) => wait,
+                Err(f) => break Err(f),
+            };
+            outcome = Some(wait.await);
+        };
+        self.metrics
+            .called(phase as usize, start.elapsed().as_secs_f64());
+        if let Err(f) = &result {
+            self.metrics.failed(phase as usize, f.kind);
+            if f.kind == Kind::Memory {
+                self.forget_vm();
+            }
+            self.log_failure(phase, f);
+        }
+        result
+    }
+
+    /// One slice of a phase that may wait: its start, or its resumption with `outcome`.
+    fn slice<R>(
+        &self,
+        phase: Phase,
+        state: &mut RequestState,
+        msg: &mut Msg<'_>,
+        outcome: Option<io::Outcome>,
+        finish: &impl Fn(&Self, Value) -> Result<R, Failure>,
+    ) -> Result<Slice<R>, Failure> {
+        let (vm_id, vm) = self.vm()?;
+        let slot = match state.get_mut::<CtxSlot>(self.id) {
+            Some(s) if s.vm_id == vm_id => s.slot,
+            Some(_) if outcome.is_some() => {
+                return Err(Failure {
+                    kind: Kind::Error,
+                    message: "the script's VM was made again while it waited".into(),
+                })
+            }
+            _ => {
+                let slot = vm.new_ctx()?;
+                state.insert(self.id, CtxSlot { vm_id, slot });
+                slot
+            }
+        };
+        let step = match outcome {
+            None => vm.start(phase, slot, msg.bound())?,
+            Some(o) => vm.resume(slot, msg.bound(), o)?,
+        };
+        Ok(match step {
+            vm::Step::Done(v) => Slice::Done(finish(self, v)?),
+            vm::Step::Wait(id) => match vm.take_wait(id) {
+                Some(w) => Slice::Wait(w),
+                None => {
+                    return Err(Failure {
+                        kind: Kind::Error,
+                        message: "a wait the script yielded is not known".into(),
+                    })
+                }
+            },
+        })
+    }
+
     fn call(
         &self,
         phase: Phase,
@@ -301,6 +376,34 @@ impl Script {
     }
 }
 
+/// Where a phase that may wait stands after a slice: what its return value says (read on
+/// the VM's side: no Lua value is held across an await), or what it waits for.
+enum Slice<R> {
+    Done(R),
+    Wait(io::Wait),
+}
+
+/// The request of a phase that may wait, bound again for each slice.
+enum Msg<'a> {
+    Writable(&'a mut RequestHeader, &'a Connection),
+    ReadOnly(&'a RequestHeader, &'a Connection),
+}
+
+impl Msg<'_> {
+    fn bound(&mut self) -> Bound<'_> {
+        match self {
+            Msg::Writable(req, conn) => Bound::Request {
+                req,
+                conn: Some(conn),
+            },
+            Msg::ReadOnly(req, conn) => Bound::ReadOnly {
+                req,
+                conn: Some(conn),
+            },
+        }
+    }
+}
+
 /// A field a script sets on an answer: a token name and a value without control bytes, and
 /// not one of the fields that frame the message (tether writes those).
 fn check_field(name: &str, value: &str) -> Result<(), String> {
@@ -341,25 +444,20 @@ impl Plugin for Script {
         if !self.defines(Phase::Request) {
             return Flow::Continue;
         }
-        let bind = Bound::Request {
-            req,
-            conn: Some(conn),
-        };
-        let answer = match self.run(Phase::Request, state, bind, |_| Ok(Value::Nil)) {
-            Ok(Value::Nil) => return Flow::Continue,
-            Ok(Value::Table(t)) => Self::answer(&t).map_err(|f| {
-                self.metrics.failed(Phase::Request as usize, f.kind);
-                self.log_failure(Phase::Request, &f);
-            }),
-            Ok(_) => {
-                let f = Failure {
+        let mut msg = Msg::Writable(req, conn);
+        let answer = self
+            .run_waiting(Phase::Request, state, &mut msg, |_, value| match value {
+                Value::Nil => Ok(None),
+                Value::Table(t) => Self::answer(&t).map(Some),
+                _ => Err(Failure {
                     kind: Kind::Error,
                     message: "request must return nothing or an answer table".into(),
-                };
-                self.metrics.failed(Phase::Request as usize, f.kind);
-                self.log_failure(Phase::Request, &f);
-                Err(())
-            }
+                }),
+            })
+            .await;
+        let answer = match answer {
+            Ok(None) => return Flow::Continue,
+            Ok(Some(a)) => Ok(a),
             Err(_) => Err(()),
         };
         match answer.ok().or_else(|| self.on_error()) {
@@ -381,18 +479,12 @@ impl Plugin for Script {
         if !self.defines(Phase::Route) {
             return Route::Continue;
         }
-        let bind = Bound::ReadOnly {
-            req,
-            conn: Some(conn),
-        };
+        let mut msg = Msg::ReadOnly(req, conn);
         let routed = self
-            .run(Phase::Route, state, bind, |_| Ok(Value::Nil))
-            .and_then(|v| {
-                self.route_of(v).inspect_err(|f| {
-                    self.metrics.failed(Phase::Route as usize, f.kind);
-                    self.log_failure(Phase::Route, f);
-                })
-            });
+            .run_waiting(Phase::Route, state, &mut msg, |this, value| {
+                this.route_of(value)
+            })
+            .await;
         match routed {
             Ok(route) => route,
             Err(_) => match self.on_error() {

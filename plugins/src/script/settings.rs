@@ -3,11 +3,13 @@
 //! here (a syntax error is reported with its file and line) and run once in a VM of its
 //! own, so a script that does not return its table of phases is refused before it serves.
 
+use super::io::HttpSettings;
 use super::vm::Phase;
 use crate::duration::parse_duration;
 use crate::registry::PluginConfigError;
 use serde::Deserialize;
 use serde_yaml::Value;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +33,18 @@ struct Raw {
     time_budget: Option<String>,
     memory_limit: Option<String>,
     shared: Option<RawShared>,
+    http: Option<RawHttp>,
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttp {
+    allow: Vec<String>,
+    timeout: Option<String>,
+}
+
+/// How long an HTTP call of a script may take unless `http.timeout` says otherwise.
+pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_millis(500);
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -71,6 +84,8 @@ pub struct Settings {
     pub phases: Vec<Phase>,
     /// The shared dictionary it names (`shared:` in the script), and its size in bytes.
     pub shared: Option<(String, usize)>,
+    /// Where its HTTP calls may go.
+    pub http: Option<HttpSettings>,
 }
 
 impl Settings {
@@ -152,6 +167,31 @@ impl Settings {
             }
             (sh.name, size)
         });
+        let http = raw.http.map(|h| {
+            let timeout = match h.timeout.as_deref().map(parse_duration) {
+                None => DEFAULT_HTTP_TIMEOUT,
+                Some(Ok(d)) if d >= Duration::from_millis(1) && d <= Duration::from_secs(60) => d,
+                Some(Ok(_)) => {
+                    errors.push(PluginConfigError::new(
+                        "http.timeout",
+                        "must be from 1ms to 60s",
+                    ));
+                    DEFAULT_HTTP_TIMEOUT
+                }
+                Some(Err(e)) => {
+                    errors.push(PluginConfigError::new("http.timeout", e));
+                    DEFAULT_HTTP_TIMEOUT
+                }
+            };
+            let mut allow = Vec::new();
+            for (i, a) in h.allow.iter().enumerate() {
+                match destination(a) {
+                    Ok(d) => allow.push(d),
+                    Err(e) => errors.push(PluginConfigError::new(format!("http.allow[{i}]"), e)),
+                }
+            }
+            HttpSettings { allow, timeout }
+        });
         let config = raw.config.unwrap_or(Value::Mapping(Default::default()));
         let bytecode = match super::vm::compile(&origin, &source) {
             Ok(b) => b,
@@ -171,6 +211,7 @@ impl Settings {
             memory_limit,
             phases: Vec::new(),
             shared,
+            http,
         };
         // Run once, as every worker thread will: what it returns must be its phases. Its
         // shared dictionary here is a scratch one (the load may write to it).
@@ -188,6 +229,24 @@ impl Settings {
             Err(errors)
         }
     }
+}
+
+/// An allowed destination, `host:port` (port 80 when left out), resolved now.
+fn destination(text: &str) -> Result<(String, SocketAddr), String> {
+    let text = text.trim();
+    if text.contains('/') || text.is_empty() {
+        return Err(format!("`{text}` is not host:port"));
+    }
+    let with_port = match text.rsplit_once(':') {
+        Some((_, p)) if p.parse::<u16>().is_ok() => text.to_string(),
+        _ => format!("{text}:80"),
+    };
+    let addr = with_port
+        .to_socket_addrs()
+        .map_err(|e| format!("`{text}` does not resolve: {e}"))?
+        .next()
+        .ok_or_else(|| format!("`{text}` does not resolve"))?;
+    Ok((with_port, addr))
 }
 
 /// `512KiB`, `16MiB`, `1GiB` (or a number of bytes).

@@ -124,8 +124,13 @@ impl moka::Expiry<Arc<str>, Entry> for Ttl {
     }
 }
 
+/// A load in flight: since when, and what its waiters watch.
+type Loading = (Instant, tokio::sync::watch::Sender<bool>);
+
 pub struct SharedDict {
     name: String,
+    /// Keys a `get_or_load` is loading now: since when, and what its waiters watch.
+    loading: Mutex<HashMap<Arc<str>, Loading>>,
     max_bytes: u64,
     cache: moka::sync::Cache<Arc<str>, Entry>,
 }
@@ -155,6 +160,7 @@ impl SharedDict {
         // (Counted for checked scripts too: they may fill theirs at load; rarely.)
         SharedDict {
             name: name.to_string(),
+            loading: Mutex::new(HashMap::new()),
             max_bytes,
             cache: moka::sync::Cache::builder()
                 .max_capacity(max_bytes)
@@ -166,6 +172,36 @@ impl SharedDict {
                     }
                 })
                 .build(),
+        }
+    }
+
+    /// Claims the load of `key`: `None` when the caller is to load it (no load in flight,
+    /// or the one in flight is older than `stale` and taken as abandoned), else a wait that
+    /// ends when the load in flight does.
+    pub fn claim(
+        &self,
+        key: &str,
+        stale: Duration,
+    ) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+        let mut loading = self.loading.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((since, tx)) = loading.get(key) {
+            if since.elapsed() < stale {
+                let mut rx = tx.subscribe();
+                return Some(async move {
+                    let _ = rx.wait_for(|done| *done).await;
+                });
+            }
+        }
+        let (tx, _) = tokio::sync::watch::channel(false);
+        loading.insert(Arc::from(key), (Instant::now(), tx));
+        None
+    }
+
+    /// Ends the load of `key`: its waiters go on.
+    pub fn finish(&self, key: &str) {
+        let mut loading = self.loading.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, tx)) = loading.remove(key) {
+            let _ = tx.send(true);
         }
     }
 
@@ -207,6 +243,20 @@ impl SharedDict {
         });
         result
     }
+}
+
+/// Stores what a `get_or_load` loader returned (nothing for `nil`).
+pub fn store(d: &SharedDict, k: &str, v: Value, seconds: Option<f64>) -> mlua::Result<()> {
+    if let Some(v @ Some(_)) = Some(data(v)?).filter(|v| v.is_some()) {
+        let k = Arc::<str>::from(k);
+        if k.is_empty() || k.len() > MAX_KEY {
+            return Err(mlua::Error::runtime(format!(
+                "a shared key is 1 to {MAX_KEY} bytes"
+            )));
+        }
+        d.set(k, v, ttl(seconds)?);
+    }
+    Ok(())
 }
 
 /// The Lua object of a dictionary (`shared`).

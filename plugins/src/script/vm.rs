@@ -4,11 +4,14 @@
 //! interrupt enforces, its string patterns bounded ([`super::pattern`]). It holds the
 //! script's phase functions and the `ctx` tables of the requests in flight on its thread.
 
+use super::io::{self, Outcome, Wait, Waits};
 use super::settings::Settings;
 use super::view::{self, Current};
 use mlua::chunk::{ChunkMode, Compiler};
-use mlua::{Function, Lua, LuaSerdeExt, Table, Value, VmState};
+use mlua::thread::ThreadStatus;
+use mlua::{Function, IntoLuaMulti, Lua, LuaSerdeExt, MultiValue, Table, Thread, Value, VmState};
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -122,6 +125,16 @@ pub struct Vm {
     time_budget: Duration,
     request: mlua::AnyUserData,
     response: mlua::AnyUserData,
+    waits: Rc<Waits>,
+    /// The coroutines of phases waiting (`request`, `route`), by `ctx` slot.
+    threads: RefCell<HashMap<i64, Thread>>,
+}
+
+/// Where a phase that may wait stands after a slice of it ran.
+pub enum Step {
+    Done(Value),
+    /// Waiting for the wait of this id ([`Vm::take_wait`]).
+    Wait(u64),
 }
 
 impl Vm {
@@ -145,12 +158,8 @@ impl Vm {
             t.set_readonly(true);
         }
         globals.raw_set("config", config).map_err(at)?;
-        if let Some(dict) = shared {
-            let object = lua
-                .create_userdata(super::shared::Shared(dict))
-                .map_err(at)?;
-            globals.raw_set("shared", object).map_err(at)?;
-        }
+        // `http`, `json` and `shared` (before the sandbox makes globals read-only).
+        let waits = super::io::install(&lua, settings.http.as_ref(), shared).map_err(at)?;
         lua.sandbox(true).map_err(at)?;
         let budget = Rc::new(Budget::default());
         let watch = budget.clone();
@@ -178,6 +187,8 @@ impl Vm {
             time_budget: settings.time_budget,
             request,
             response,
+            waits,
+            threads: RefCell::new(HashMap::new()),
         };
         let chunk = vm
             .lua
@@ -243,6 +254,7 @@ impl Vm {
 
     /// Frees a request's `ctx` table.
     pub fn drop_ctx(&self, slot: i64) {
+        self.threads.borrow_mut().remove(&slot);
         if self.ctxs.raw_set(slot, Value::Nil).is_ok() {
             self.free.borrow_mut().push(slot);
         }
@@ -275,6 +287,90 @@ impl Vm {
             .expect("set with the objects");
         let _bound = current.bind(bind);
         self.timed(|| f.call((first, ctx)))
+    }
+
+    /// Starts `phase` as a coroutine that may wait (`request`, `route`), with the request
+    /// object bound to `bind` while it runs; where it stands when it returns or waits.
+    pub fn start(&self, phase: Phase, slot: i64, bind: view::Bound) -> Result<Step, Failure> {
+        let Some(f) = &self.phases[phase as usize] else {
+            return Ok(Step::Done(Value::Nil));
+        };
+        let thread = self.lua.create_thread(f.clone()).map_err(failure)?;
+        let ctx: Value = self.ctxs.raw_get(slot).map_err(failure)?;
+        let args = (Value::UserData(self.request.clone()), ctx);
+        let args = args.into_lua_multi(&self.lua).map_err(failure)?;
+        self.step(slot, thread, bind, args)
+    }
+
+    /// Resumes the waiting phase of `slot` with what its wait ended with.
+    pub fn resume(&self, slot: i64, bind: view::Bound, outcome: Outcome) -> Result<Step, Failure> {
+        let thread = self.threads.borrow_mut().remove(&slot);
+        let Some(thread) = thread else {
+            return Err(Failure {
+                kind: Kind::Error,
+                message: "the script's VM was made again while it waited".into(),
+            });
+        };
+        let args = io::resume_values(&self.lua, outcome).map_err(failure)?;
+        self.step(slot, thread, bind, args)
+    }
+
+    /// The wait a phase yielded, to be awaited outside the VM.
+    pub fn take_wait(&self, id: u64) -> Option<Wait> {
+        self.waits.take(id)
+    }
+
+    fn step(
+        &self,
+        slot: i64,
+        thread: Thread,
+        bind: view::Bound,
+        args: MultiValue,
+    ) -> Result<Step, Failure> {
+        let current = self
+            .lua
+            .app_data_ref::<Rc<Current>>()
+            .map(|c| c.clone())
+            .expect("set with the objects");
+        let _bound = current.bind(bind);
+        self.waits.set_open(true);
+        let result = self.timed(|| thread.resume::<MultiValue>(args));
+        let yielded = thread.status() == ThreadStatus::Resumable;
+        let values = match result {
+            Ok(v) => v,
+            Err(e) => {
+                self.waits.set_open(false);
+                return Err(e);
+            }
+        };
+        if !yielded {
+            self.waits.set_open(false);
+            return Ok(Step::Done(values.into_iter().next().unwrap_or(Value::Nil)));
+        }
+        let mut values = values.into_iter();
+        let marker = values.next();
+        let id = values.next();
+        match (marker, id) {
+            (Some(Value::String(m)), Some(Value::Number(id)))
+                if m.as_bytes().as_ref() == b"tether:wait" =>
+            {
+                self.threads.borrow_mut().insert(slot, thread);
+                Ok(Step::Wait(id as u64))
+            }
+            (Some(Value::String(m)), Some(Value::Integer(id)))
+                if m.as_bytes().as_ref() == b"tether:wait" =>
+            {
+                self.threads.borrow_mut().insert(slot, thread);
+                Ok(Step::Wait(id as u64))
+            }
+            _ => {
+                self.waits.set_open(false);
+                Err(Failure {
+                    kind: Kind::Error,
+                    message: "the phase yielded (coroutine.yield) outside tether's waits".into(),
+                })
+            }
+        }
     }
 
     /// Runs `call` under the time budget.
