@@ -514,3 +514,72 @@ async fn scripts_wait_for_http_without_blocking_and_loads_are_shared() {
         assert_eq!(common::engine_requests(&m, "handover"), 0, "{m}");
     }
 }
+
+/// A response phase may not wait, also while a request phase of its thread's VM waits.
+const WAIT_IN_RESPONSE: &str = r#"
+return {
+  request = function(r, ctx)
+    if r.path == "/slow" then http.get("http://" .. config.api .. "/route/001") end
+  end,
+  response = function(r, ctx)
+    local ok, err = pcall(http.get, "http://" .. config.api .. "/route/001")
+    r:set_header("X-Wait", ok and "ran" or (tostring(err):gsub("%c", " ")))
+  end,
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn only_request_and_route_phases_wait_even_while_another_request_waits() {
+    // One slow server is both the script's API and the cluster's server: a request's
+    // response phase then runs while other requests' request phases wait on the same VMs.
+    let slow_server = common::lookup::Lookup::start(&[("001", "shop/tc1")]).await;
+    slow_server.answer_json();
+    slow_server.set_delay(Duration::from_millis(800));
+    let (dir, file) = script_dir("script-wait-phase", WAIT_IN_RESPONSE);
+    let api = slow_server.addr();
+    let t = Tether::start_with(Opts {
+        cluster: format!("    servers:\n      - {{ name: tc1, address: \"{api}\" }}\n"),
+        listener_plugins: plugin(
+            &file,
+            &format!(
+                "        config: {{ api: \"{api}\" }}\n        \
+                 http: {{ allow: [\"{api}\"], timeout: 3s }}\n"
+            ),
+        ),
+        dir: Some(dir),
+        ..Opts::default()
+    });
+    // Requests past their request phase, waiting for the server (on both of tether's
+    // threads: connections are spread over them) ...
+    let mut upstream = Vec::new();
+    for _ in 0..6 {
+        let mut c = t.client();
+        upstream.push(tokio::spawn(async move {
+            let resp = c.get("/route/001", &[]).await.unwrap();
+            (
+                resp.status,
+                resp.header("x-wait").unwrap_or_default().to_string(),
+            )
+        }));
+    }
+    // ... then requests whose request phase waits for the API when those answer.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut slow = Vec::new();
+    for _ in 0..6 {
+        let mut c = t.client();
+        slow.push(tokio::spawn(async move {
+            c.get("/slow", &[]).await.unwrap().status
+        }));
+    }
+    for task in upstream {
+        let (status, said) = task.await.unwrap();
+        assert_eq!(status, 200);
+        assert!(
+            said.contains("only possible in the request and route phases"),
+            "the response phase's wait was refused as such: {said}"
+        );
+    }
+    for task in slow {
+        assert_eq!(task.await.unwrap(), 404, "the server knows no /slow");
+    }
+}

@@ -228,15 +228,7 @@ impl Script {
         };
         Ok(match step {
             vm::Step::Done(v) => Slice::Done(finish(self, v)?),
-            vm::Step::Wait(id) => match vm.take_wait(id) {
-                Some(w) => Slice::Wait(w),
-                None => {
-                    return Err(Failure {
-                        kind: Kind::Error,
-                        message: "a wait the script yielded is not known".into(),
-                    })
-                }
-            },
+            vm::Step::Wait(w) => Slice::Wait(w),
         })
     }
 

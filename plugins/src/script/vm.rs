@@ -133,8 +133,8 @@ pub struct Vm {
 /// Where a phase that may wait stands after a slice of it ran.
 pub enum Step {
     Done(Value),
-    /// Waiting for the wait of this id ([`Vm::take_wait`]).
-    Wait(u64),
+    /// Waiting for this, awaited outside the VM; the phase resumes with its outcome.
+    Wait(Wait),
 }
 
 impl Vm {
@@ -315,11 +315,6 @@ impl Vm {
         self.step(slot, thread, bind, args)
     }
 
-    /// The wait a phase yielded, to be awaited outside the VM.
-    pub fn take_wait(&self, id: u64) -> Option<Wait> {
-        self.waits.take(id)
-    }
-
     fn step(
         &self,
         slot: i64,
@@ -336,41 +331,50 @@ impl Vm {
         self.waits.set_open(true);
         let result = self.timed(|| thread.resume::<MultiValue>(args));
         let yielded = thread.status() == ThreadStatus::Resumable;
-        let values = match result {
-            Ok(v) => v,
-            Err(e) => {
-                self.waits.set_open(false);
-                return Err(e);
-            }
-        };
+        // The wait a yield names is taken out before the VM closes (which drops what else
+        // this slice started): nothing started here outlives the slice but that one.
+        let step = result.and_then(|values| self.read_step(slot, thread, yielded, values));
+        self.waits.set_open(false);
+        step
+    }
+
+    /// What a slice's return or yield says: its value, or the wait it named (kept for
+    /// resuming with the thread).
+    fn read_step(
+        &self,
+        slot: i64,
+        thread: Thread,
+        yielded: bool,
+        values: MultiValue,
+    ) -> Result<Step, Failure> {
         if !yielded {
-            self.waits.set_open(false);
             return Ok(Step::Done(values.into_iter().next().unwrap_or(Value::Nil)));
         }
         let mut values = values.into_iter();
-        let marker = values.next();
-        let id = values.next();
-        match (marker, id) {
-            (Some(Value::String(m)), Some(Value::Number(id)))
-                if m.as_bytes().as_ref() == b"tether:wait" =>
-            {
-                self.threads.borrow_mut().insert(slot, thread);
-                Ok(Step::Wait(id as u64))
+        let id = match (values.next(), values.next()) {
+            (Some(Value::String(m)), Some(id)) if m.as_bytes().as_ref() == b"tether:wait" => {
+                match id {
+                    Value::Integer(id) => Some(id as u64),
+                    Value::Number(id) => Some(id as u64),
+                    _ => None,
+                }
             }
-            (Some(Value::String(m)), Some(Value::Integer(id)))
-                if m.as_bytes().as_ref() == b"tether:wait" =>
-            {
-                self.threads.borrow_mut().insert(slot, thread);
-                Ok(Step::Wait(id as u64))
-            }
-            _ => {
-                self.waits.set_open(false);
-                Err(Failure {
-                    kind: Kind::Error,
-                    message: "the phase yielded (coroutine.yield) outside tether's waits".into(),
-                })
-            }
-        }
+            _ => None,
+        };
+        let Some(id) = id else {
+            return Err(Failure {
+                kind: Kind::Error,
+                message: "the phase yielded (coroutine.yield) outside tether's waits".into(),
+            });
+        };
+        let Some(wait) = self.waits.take(id) else {
+            return Err(Failure {
+                kind: Kind::Error,
+                message: "a wait the script yielded is not known".into(),
+            });
+        };
+        self.threads.borrow_mut().insert(slot, thread);
+        Ok(Step::Wait(wait))
     }
 
     /// Runs `call` under the time budget.
