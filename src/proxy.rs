@@ -9,6 +9,7 @@ mod client;
 mod ctx;
 mod forwarded;
 mod hooks;
+mod lens;
 mod min_rate;
 mod pace;
 mod peer;
@@ -54,7 +55,7 @@ pub struct TetherProxy {
     snapshot: SharedSnapshot,
     listener: usize,
     /// The listener's name, for the metrics of requests cut short.
-    name: String,
+    name: Arc<str>,
     access_log: Option<Arc<AccessLog>>,
     /// Requests by HTTP version, resolved once.
     versions: crate::metrics::VersionCounters,
@@ -70,7 +71,7 @@ impl TetherProxy {
         TetherProxy {
             snapshot,
             listener,
-            name: name.to_string(),
+            name: name.into(),
             access_log,
             versions: crate::metrics::VersionCounters::new(name),
         }
@@ -182,8 +183,16 @@ impl TetherProxy {
         };
         let route_chain = route.map(|i| &*listener_routes.routes[i].chain);
         let cluster = if snapshot.has_plugins() {
-            match plugins::choose(session, ctx, &snapshot, self.listener, start, route_chain)
-                .await?
+            match plugins::choose(
+                session,
+                ctx,
+                &snapshot,
+                self.listener,
+                &self.name,
+                start,
+                route_chain,
+            )
+            .await?
             {
                 Some(cluster) => cluster,
                 None => return Ok(true),

@@ -22,7 +22,7 @@ pub use fields::Fields;
 pub use live::{Health, ServerLive};
 pub use partitions::{clone_tag, partition_key, wall_ms, Change, Insert, PartitionTable};
 pub use router::learn::Learned;
-pub use router::{ClusterRouter, ServerSlot, Timeouts};
+pub use router::{ClusterRouter, Explained, ServerSlot, Timeouts};
 pub use session_id::{cookie_values, path_parameter, MAX_SESSION_ID_LEN};
 pub use tried::Tried;
 pub use wspt::{parse as parse_wspt, WsptError, MAX_WSPT_ENTRIES, MAX_WSPT_LEN};

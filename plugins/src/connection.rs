@@ -1,17 +1,55 @@
 //! What tether knows of a request beyond its head, for the plugins: the client it names
-//! (the PROXY protocol's address, or the right-most untrusted `X-Forwarded-For` one) and
-//! what a balancer in front said in its PROXY protocol v2 header.
+//! (the PROXY protocol's address, or the right-most untrusted `X-Forwarded-For` one), what
+//! a balancer in front said in its PROXY protocol v2 header, the connection's TLS, the
+//! listener and route it came through, and tether's routing view of its session.
 
+use crate::lens::SessionLens;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-/// The request's connection, as tether sees it.
-#[derive(Debug, Clone, Default)]
+/// The request's connection and where it came in, as tether sees it.
+#[derive(Clone, Default)]
 pub struct Connection {
     /// The client (`None` on a Unix socket).
     pub client: Option<IpAddr>,
     /// The PROXY protocol v2 facts of the connection, when its balancer sent any.
     pub proxy: Option<Arc<ProxyFacts>>,
+    /// What the TLS handshake established, when the connection is TLS.
+    pub tls: Option<Arc<TlsFacts>>,
+    /// The listener's name.
+    pub listener: Option<Arc<str>>,
+    /// The host/path route the request matched, by name.
+    pub route: Option<Arc<str>>,
+    /// The cluster the request is headed for before the plugins choose (an index, as in
+    /// [`crate::Target`]).
+    pub cluster: Option<usize>,
+    /// tether's routing, for a plugin that asks where the request's session would go.
+    pub sessions: Option<Arc<dyn SessionLens>>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("client", &self.client)
+            .field("proxy", &self.proxy)
+            .field("tls", &self.tls)
+            .field("listener", &self.listener)
+            .field("route", &self.route)
+            .field("cluster", &self.cluster)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a client's TLS handshake with tether established, recorded once per connection.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsFacts {
+    /// The server name the client asked for (SNI).
+    pub sni: Option<Box<str>>,
+    /// The protocol version (`TLSv1.3`, ...).
+    pub version: Box<str>,
+    /// The subject of the client's certificate, when it presented one (RFC 4514 order:
+    /// `CN=alice,O=Example,C=SE`).
+    pub client_subject: Option<Box<str>>,
 }
 
 /// The TLVs of a PROXY protocol v2 header that say something about the client's request

@@ -183,6 +183,7 @@ mod tests {
                 authority: Some("shop.example".into()),
                 ..Default::default()
             })),
+            ..Default::default()
         };
         assert_eq!(key(addr, &r, &conn).as_deref(), Some("2001:db8::7"));
         assert_eq!(key(authority, &r, &conn).as_deref(), Some("shop.example"));

@@ -12,7 +12,7 @@ use crate::proxy::RequestCtx;
 use crate::snapshot::Snapshot;
 use pingora_http::RequestHeader;
 use std::sync::Arc;
-use tether_plugins::{Chain, Connection};
+use tether_plugins::Chain;
 
 impl Engine {
     /// Runs the plugins of a request headed for cluster `start` (the listener's, or its
@@ -36,10 +36,14 @@ impl Engine {
             });
         };
         let digest = c.stream.get_proxy_digest();
-        let conn = Connection {
-            client: ctx.client,
-            proxy: plugins::proxy_facts(digest.as_deref()),
-        };
+        let conn = plugins::connection(
+            snapshot,
+            &self.name,
+            ctx,
+            start,
+            plugins::proxy_facts(digest.as_deref()),
+            plugins::tls_facts(c.tls.as_deref()),
+        );
         let state = &mut ctx.plugin_state;
         let routed = plugins::route(
             snapshot,

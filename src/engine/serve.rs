@@ -30,7 +30,7 @@ const IDLE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 pub struct Engine {
     pub(super) snapshot: SharedSnapshot,
     pub(super) listener: usize,
-    pub(super) name: String,
+    pub(super) name: Arc<str>,
     pub(super) access_log: Option<Arc<AccessLog>>,
     pub(super) versions: crate::metrics::VersionCounters,
     pub(super) connector: TransportConnector,
@@ -68,7 +68,7 @@ impl Engine {
             pool_size,
             snapshot,
             listener,
-            name: name.to_string(),
+            name: name.into(),
             access_log,
             versions: crate::metrics::VersionCounters::new(name),
             connector: TransportConnector::new(Some(options)),

@@ -5,7 +5,7 @@
 use crate::snapshot::Snapshot;
 use pingora_http::RequestHeader;
 use std::sync::Arc;
-use tether_plugins::{Connection, Flow, ProxyFacts, Route};
+use tether_plugins::{Connection, Flow, ProxyFacts, Route, TlsFacts};
 
 /// Where the plugins send a request.
 pub struct Routed {
@@ -126,6 +126,36 @@ pub fn proxy_facts(
         .cloned()
 }
 
+/// What the plugins are told of a request headed for cluster `start` on listener `name`:
+/// the client, the balancer's and the TLS handshake's facts, the listener and route, and
+/// tether's routing (the snapshot) for a script that asks about the session.
+pub fn connection(
+    snapshot: &Arc<Snapshot>,
+    name: &Arc<str>,
+    ctx: &super::RequestCtx,
+    start: usize,
+    proxy: Option<Arc<ProxyFacts>>,
+    tls: Option<Arc<TlsFacts>>,
+) -> Connection {
+    Connection {
+        client: ctx.client,
+        proxy,
+        tls,
+        listener: Some(name.clone()),
+        route: ctx.route.clone(),
+        cluster: Some(start),
+        sessions: Some(snapshot.clone()),
+    }
+}
+
+/// What the TLS handshake recorded (`tls::ConnTls`), when the connection is TLS.
+pub fn tls_facts(
+    digest: Option<&pingora_core::protocols::tls::SslDigest>,
+) -> Option<Arc<TlsFacts>> {
+    let conn = digest?.extension.get::<crate::tls::ConnTls>()?;
+    Some(conn.facts.clone())
+}
+
 /// The logging phase of the chains a request ran through (`ctx.plugins`).
 pub fn log(ctx: &mut super::RequestCtx, status: u16, server: Option<usize>) {
     if let Some((snapshot, listener, cluster)) = &ctx.plugins {
@@ -150,19 +180,27 @@ fn valid(snapshot: &Snapshot, t: tether_plugins::Target) -> bool {
 
 /// Runs the plugins for a request headed for cluster `start`: the cluster they choose, or
 /// `None` when a plugin answered the request itself (that answer is sent here).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn choose(
     session: &mut pingora_proxy::Session,
     ctx: &mut super::RequestCtx,
     snapshot: &std::sync::Arc<Snapshot>,
     listener: usize,
+    name: &Arc<str>,
     start: usize,
     route_chain: Option<&tether_plugins::Chain>,
 ) -> pingora_core::Result<Option<usize>> {
-    let digest = session.digest().and_then(|d| d.proxy_digest.clone());
-    let conn = Connection {
-        client: ctx.client,
-        proxy: proxy_facts(digest.as_deref()),
-    };
+    let digests = session.digest();
+    let digest = digests.and_then(|d| d.proxy_digest.clone());
+    let tls = digests.and_then(|d| d.ssl_digest.as_deref());
+    let conn = connection(
+        snapshot,
+        name,
+        ctx,
+        start,
+        proxy_facts(digest.as_deref()),
+        tls_facts(tls),
+    );
     let routed = route(
         snapshot,
         listener,

@@ -231,36 +231,98 @@ impl ClusterRouter {
         now: u64,
         preferred: Option<usize>,
     ) -> Decision {
-        let ctx = Pick {
+        let pick = Pick {
             router: self,
             tried,
             now,
             preferred: preferred.filter(|&p| p < self.servers.len()),
+            dry: false,
         };
+        self.walk(&pick, path, headers, |_, _| {})
+    }
+
+    /// Where [`Self::decide`] would send this request now and why, with the session id it
+    /// went by and that id's token (the route after the first `.`, or WebSphere's clone and
+    /// partition list), without claiming anything: no recovery probe, no turn of the
+    /// round robin. For scripts and for explaining a decision to an operator.
+    pub fn explain(&self, path: &[u8], headers: &impl Fields, now: u64) -> Explained {
+        let tried = Tried::default();
+        let pick = Pick {
+            router: self,
+            tried: &tried,
+            now,
+            preferred: None,
+            dry: true,
+        };
+        let mut session_id: Option<Vec<u8>> = None;
+        let decision = self.walk(&pick, path, headers, |sid, decided| {
+            if decided || session_id.is_none() {
+                session_id = Some(sid.to_vec());
+            }
+        });
+        let sep = match self.style {
+            SessionStyle::Tomcat => b'.',
+            SessionStyle::Websphere => self.clone_separator,
+        };
+        let token = session_id
+            .as_deref()
+            .and_then(|sid| Some(sid[sid.iter().position(|&b| b == sep)? + 1..].to_vec()));
+        Explained {
+            session_id,
+            token,
+            decision,
+        }
+    }
+
+    /// The decision over the request's session id candidates (the path parameter, else
+    /// each cookie, then the session header); `seen` is told each candidate considered and
+    /// whether it decided.
+    fn walk(
+        &self,
+        pick: &Pick,
+        path: &[u8],
+        headers: &impl Fields,
+        mut seen: impl FnMut(&[u8], bool),
+    ) -> Decision {
         if !self.sticky {
-            return ctx.new_session();
+            return pick.new_session();
         }
         let mut pending = Pending::default();
         if let Some(sid) = path_parameter(path, &self.path_param) {
-            if let Some(d) = ctx.consider(sid, &mut pending) {
+            let d = pick.consider(sid, &mut pending);
+            seen(sid, d.is_some());
+            if let Some(d) = d {
                 return d;
             }
         } else {
             for value in headers.values(&COOKIE) {
                 for sid in cookie_values(value, &self.cookie) {
-                    if let Some(d) = ctx.consider(sid, &mut pending) {
+                    let d = pick.consider(sid, &mut pending);
+                    seen(sid, d.is_some());
+                    if let Some(d) = d {
                         return d;
                     }
                 }
             }
             if let Some(sid) = self.session_header.as_ref().and_then(|h| headers.first(h)) {
-                if let Some(d) = ctx.consider(sid, &mut pending) {
+                let d = pick.consider(sid, &mut pending);
+                seen(sid, d.is_some());
+                if let Some(d) = d {
                     return d;
                 }
             }
         }
-        ctx.settle(pending)
+        pick.settle(pending)
     }
+}
+
+/// What [`ClusterRouter::explain`] found: the session id it went by (the one that decided,
+/// else the first one seen) and that id's token, and the decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explained {
+    pub session_id: Option<Vec<u8>>,
+    pub token: Option<Vec<u8>>,
+    pub decision: Decision,
 }
 
 fn clones_by_tag(servers: &[ServerSlot]) -> HashMap<u32, usize> {

@@ -212,7 +212,14 @@ fn run(cases: &[Case]) {
         (case.live)(&router);
         let mut tried = Tried::default();
         case.tried.iter().for_each(|n| tried.push(idx(&router, n)));
-        let got = router.decide(case.path.as_bytes(), &headers(case.headers), &tried, NOW);
+        let h = headers(case.headers);
+        // `explain` looks without claiming (probe, round robin): asked first, it tells what
+        // `decide` then does.
+        let explained = router.explain(case.path.as_bytes(), &h, NOW);
+        let got = router.decide(case.path.as_bytes(), &h, &tried, NOW);
+        if case.tried.is_empty() {
+            assert_eq!(explained.decision, got, "{}: explain agrees", case.what);
+        }
         let shown = match got {
             Decision::Route { server, outcome } => format!("{} {outcome:?}", name(&router, server)),
             Decision::Reject(r) => format!("{r:?}"),

@@ -1,16 +1,19 @@
 //! What a TLS connection's handshake established, kept for every request on it (HTTP/1.1
 //! and each HTTP/2 stream): SNI, client certificate, session id, cipher strength. Pingora's
-//! own digest has the version and cipher name; this adds what the servers are told.
+//! own digest has the version and cipher name; this adds what the servers are told, and
+//! what the plugins read (`TlsFacts`), made once per connection.
 
 use async_trait::async_trait;
 use boring::ssl::{NameType, SslRef};
+use boring::x509::X509NameRef;
 use pingora_core::listeners::TlsAccept;
 use std::any::Any;
 use std::sync::Arc;
 
 #[derive(Debug, Default, Clone)]
 pub struct ConnTls {
-    pub sni: Option<String>,
+    /// SNI, version and client certificate subject, for the plugins.
+    pub facts: Arc<tether_plugins::TlsFacts>,
     /// The client certificate (DER), when one was presented and verified.
     pub client_cert_der: Option<Vec<u8>>,
     /// The TLS session id, hex.
@@ -22,7 +25,13 @@ pub struct ConnTls {
 impl ConnTls {
     fn of(ssl: &SslRef) -> ConnTls {
         ConnTls {
-            sni: ssl.servername(NameType::HOST_NAME).map(str::to_owned),
+            facts: Arc::new(tether_plugins::TlsFacts {
+                sni: ssl.servername(NameType::HOST_NAME).map(Into::into),
+                version: ssl.version_str().into(),
+                client_subject: ssl
+                    .peer_certificate()
+                    .map(|c| distinguished_name(c.subject_name()).into()),
+            }),
             client_cert_der: ssl.peer_certificate().and_then(|c| c.to_der().ok()),
             session_id: ssl
                 .session()
@@ -31,6 +40,42 @@ impl ConnTls {
             cipher_bits: ssl.current_cipher().map(|c| c.bits().secret),
         }
     }
+}
+
+/// A name as RFC 4514 writes it: the most specific part first (`CN=alice,O=Example`),
+/// short attribute names (or the dotted OID), `,+"\\<>;=` and a leading `#` or space
+/// escaped with a backslash.
+pub fn distinguished_name(name: &X509NameRef) -> String {
+    let mut out = String::new();
+    let entries: Vec<_> = name.entries().collect();
+    for entry in entries.iter().rev() {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        let nid = entry.object().nid();
+        match nid.short_name() {
+            Ok(short) if nid != boring::nid::Nid::UNDEF => out.push_str(short),
+            _ => out.push_str(&entry.object().to_string()),
+        }
+        out.push('=');
+        let value = entry
+            .data()
+            .as_utf8()
+            .map(|v| v.to_string())
+            .unwrap_or_default();
+        for (i, ch) in value.chars().enumerate() {
+            let leading = i == 0 && (ch == '#' || ch == ' ');
+            if leading || matches!(ch, ',' | '+' | '"' | '\\' | '<' | '>' | ';' | '=') {
+                out.push('\\');
+            }
+            if ch.is_control() {
+                out.push_str(&format!("\\{:02X}", ch as u32));
+            } else {
+                out.push(ch);
+            }
+        }
+    }
+    out
 }
 
 /// Records a [`ConnTls`] in the connection's TLS digest when the handshake completes.

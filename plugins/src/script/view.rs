@@ -157,6 +157,28 @@ impl UserData for RequestObject {
                 Ok(c.and_then(|c| c.client).map(|ip| ip.to_string()))
             })
         });
+        fields.add_field_method_get("listener", |lua, _| {
+            with_request(lua, |_, c| {
+                Ok(c.and_then(|c| c.listener.as_deref().map(str::to_string)))
+            })
+        });
+        fields.add_field_method_get("route", |lua, _| {
+            with_request(lua, |_, c| {
+                Ok(c.and_then(|c| c.route.as_deref().map(str::to_string)))
+            })
+        });
+        fields.add_field_method_get("tls", |lua, _| {
+            with_request(lua, |_, c| {
+                let Some(tls) = c.and_then(|c| c.tls.as_deref()) else {
+                    return Ok(None);
+                };
+                let t = lua.create_table()?;
+                t.set("version", &*tls.version)?;
+                t.set("sni", tls.sni.as_deref())?;
+                t.set("client_subject", tls.client_subject.as_deref())?;
+                Ok(Some(t))
+            })
+        });
     }
 
     fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
@@ -169,6 +191,9 @@ impl UserData for RequestObject {
         });
         methods.add_method("cookie", |lua, _, name: String| {
             with_request(lua, |r, _| Ok(cookie(r, &name).map(str::to_string)))
+        });
+        methods.add_method("session", |lua, _, cluster: Option<String>| {
+            with_request(lua, |r, c| session(lua, r, c, cluster.as_deref()))
         });
         methods.add_method("set_header", |lua, _, (name, value): (String, String)| {
             with_request_mut(lua, |r| {
@@ -199,6 +224,36 @@ impl UserData for RequestObject {
             })
         });
     }
+}
+
+/// `r:session([cluster])`: tether's view of the request's session in `cluster` (by default
+/// the one the request is headed for), as a table; `nil` without one. An unknown cluster
+/// is an error.
+fn session(
+    lua: &Lua,
+    r: &RequestHeader,
+    c: Option<&Connection>,
+    cluster: Option<&str>,
+) -> mlua::Result<Option<mlua::Table>> {
+    let Some((lens, c)) = c.and_then(|c| Some((c.sessions.as_deref()?, c))) else {
+        return Ok(None);
+    };
+    let index = match cluster {
+        Some(name) => Some(lens.cluster(name).ok_or_else(|| {
+            mlua::Error::runtime(format!("r:session: no cluster `{name}` in the config"))
+        })?),
+        None => c.cluster,
+    };
+    let Some(view) = index.and_then(|i| lens.session(r, i)) else {
+        return Ok(None);
+    };
+    let t = lua.create_table()?;
+    t.set("cluster", view.cluster)?;
+    t.set("id", view.id)?;
+    t.set("token", view.token)?;
+    t.set("server", view.server)?;
+    t.set("why", view.why)?;
+    Ok(Some(t))
 }
 
 /// Sets the request's target to `path` and `query`; refused unless it is a valid

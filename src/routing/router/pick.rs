@@ -38,6 +38,8 @@ pub(super) struct Pick<'a> {
     pub now: u64,
     /// A server a routing plugin chose for a request without a session of this cluster.
     pub preferred: Option<usize>,
+    /// Look only: claim no recovery probe and take no turn of the round robin.
+    pub dry: bool,
 }
 
 impl Pick<'_> {
@@ -48,17 +50,22 @@ impl Pick<'_> {
     /// May `i` take a request of its own session? (active or draining, and up)
     fn sticky_ok(&self, i: usize) -> bool {
         let live = &self.slot(i).live;
-        !self.tried.contains(i)
-            && live.state() != ServerState::Stopped
-            && live.available(self.now, self.router.recover_after_ms)
+        !self.tried.contains(i) && live.state() != ServerState::Stopped && self.up(live)
+    }
+
+    /// Is the server up, or due a recovery probe (claimed unless `dry`)?
+    fn up(&self, live: &crate::routing::ServerLive) -> bool {
+        if self.dry {
+            live.could_take(self.now, self.router.recover_after_ms)
+        } else {
+            live.available(self.now, self.router.recover_after_ms)
+        }
     }
 
     /// May `i` take a new session? (active and up)
     fn new_ok(&self, i: usize) -> bool {
         let live = &self.slot(i).live;
-        !self.tried.contains(i)
-            && live.state() == ServerState::Active
-            && live.available(self.now, self.router.recover_after_ms)
+        !self.tried.contains(i) && live.state() == ServerState::Active && self.up(live)
     }
 
     /// Like [`Self::new_ok`] but without claiming a recovery probe.
@@ -272,11 +279,19 @@ impl Pick<'_> {
             return d;
         }
         let r = self.router;
-        let next = || r.cursor.fetch_add(1, Relaxed);
-        let pick = |pool: &Pool| match r.balance {
+        // A dry look walks from where the round robin stands without moving it.
+        let mut at = r.cursor.load(Relaxed);
+        let mut next = || match self.dry {
+            false => r.cursor.fetch_add(1, Relaxed),
+            true => {
+                at += 1;
+                at - 1
+            }
+        };
+        let mut pick = |pool: &Pool| match r.balance {
             Balance::Weighted => pool
                 .schedule
-                .pick(next, |m| self.new_ok(pool.members[m]))
+                .pick(&mut next, |m| self.new_ok(pool.members[m]))
                 .map(|m| pool.members[m]),
             Balance::LeastInflight => self.least_inflight(pool, next()),
         };

@@ -423,3 +423,56 @@ fn down_server_is_probed_once_after_recover_after() {
     r.servers()[n1].live.mark_up();
     assert_eq!(at(NOW + 2 * RECOVER_MS + 1), route(n1, Outcome::RouteHit));
 }
+
+#[test]
+fn explain_names_the_session_and_claims_nothing() {
+    let r = ClusterRouter::new(&four(), None);
+    let n1 = idx(&r, "n1");
+    // A stale cookie of a server no longer there, then the live session: the live one
+    // decides, and is the id explained.
+    let h = cookie("JSESSIONID=OLD.gone; JSESSIONID=ABC.n1");
+    let e = r.explain(b"/", &h, NOW);
+    assert_eq!(e.session_id.as_deref(), Some(&b"ABC.n1"[..]));
+    assert_eq!(e.token.as_deref(), Some(&b"n1"[..]));
+    assert_eq!(e.decision, route(n1, Outcome::RouteHit));
+    // Only the stale one: it is the id, and it is hashed.
+    let e = r.explain(b"/", &cookie("JSESSIONID=OLD.gone"), NOW);
+    assert_eq!(e.token.as_deref(), Some(&b"gone"[..]));
+    assert!(matches!(
+        e.decision,
+        Decision::Route {
+            outcome: Outcome::HashFallback,
+            ..
+        }
+    ));
+    // No session: where the next new session goes, without taking the turn.
+    let none = HeaderMap::new();
+    let first = r.explain(b"/", &none, NOW);
+    assert_eq!(first.session_id, None);
+    assert_eq!(
+        r.explain(b"/", &none, NOW),
+        first,
+        "the round robin did not move"
+    );
+    assert_eq!(
+        r.decide(b"/", &none, &Tried::default(), NOW),
+        first.decision
+    );
+    // A server due its recovery probe: explain says it would be probed, and leaves the
+    // probe to the request that is sent.
+    r.servers()[n1].live.mark_down(NOW);
+    let h = cookie("JSESSIONID=ABC.n1");
+    let due = NOW + RECOVER_MS;
+    for _ in 0..3 {
+        assert_eq!(
+            r.explain(b"/", &h, due).decision,
+            route(n1, Outcome::RouteHit)
+        );
+    }
+    let sent = r.decide(b"/", &h, &Tried::default(), due);
+    assert_eq!(
+        sent,
+        route(n1, Outcome::RouteHit),
+        "the probe was still there"
+    );
+}
