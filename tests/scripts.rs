@@ -694,3 +694,43 @@ async fn scripts_read_the_listener_route_tls_and_tethers_view_of_the_session() {
     );
     assert!(["tc1", "tc2"].contains(&f["server"].as_str()), "{f:?}");
 }
+
+/// A request's `ctx` starts empty, whatever the request before it on the thread left in
+/// its own (a field, a metatable, a frozen table).
+const CTX: &str = r#"
+return {
+  route = function(r, ctx)
+    ctx.count = (ctx.count or 0) + 1
+    local body = tostring(ctx.count) .. "," .. tostring(ctx.missing) .. "," .. tostring(getmetatable(ctx))
+    if r:header("X-Meta") then setmetatable(ctx, { __index = function() return "leak" end }) end
+    if r:header("X-Freeze") then table.freeze(ctx) end
+    return { status = 200, body = body }
+  end,
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_gets_an_empty_ctx() {
+    let sims = tomcats(1).await;
+    let (dir, file) = script_dir("script-ctx", CTX);
+    let t = Tether::start_with(Opts {
+        cluster: common::cluster_yaml("", &sims),
+        listener_plugins: plugin(&file, ""),
+        dir: Some(dir),
+        ..Opts::default()
+    });
+    // One connection: one thread, one VM, its ctx tables used again request after request.
+    let mut c = t.client();
+    for fields in [
+        &[][..],
+        &[("X-Meta", "1")][..],
+        &[][..],
+        &[("X-Freeze", "1")][..],
+        &[][..],
+        &[("X-Meta", "1"), ("X-Freeze", "1")][..],
+        &[][..],
+    ] {
+        let resp = c.get("/", fields).await.unwrap();
+        assert_eq!(resp.body_str(), "1,nil,nil", "after {fields:?}");
+    }
+}

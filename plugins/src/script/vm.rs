@@ -117,10 +117,12 @@ const CLOCK_EVERY: u32 = 64;
 pub struct Vm {
     lua: Lua,
     phases: [Option<Function>; 6],
-    /// The `ctx` tables of requests in flight, by slot.
-    ctxs: Table,
+    /// The `ctx` tables by slot: a request's while it is in flight, else cleared and kept
+    /// for the next request (a table is made only when none is free).
+    ctxs: RefCell<Vec<Table>>,
     free: RefCell<Vec<i64>>,
-    next: Cell<i64>,
+    /// Finished coroutines, reset and used again by the next phase that may wait.
+    spare: RefCell<Vec<Thread>>,
     budget: Rc<Budget>,
     time_budget: Duration,
     request: mlua::AnyUserData,
@@ -178,11 +180,11 @@ impl Vm {
         });
         let (request, response) = view::objects(&lua).map_err(at)?;
         let mut vm = Vm {
-            ctxs: lua.create_table().map_err(at)?,
+            ctxs: RefCell::new(Vec::new()),
             lua,
             phases: Default::default(),
             free: RefCell::new(Vec::new()),
-            next: Cell::new(1),
+            spare: RefCell::new(Vec::new()),
             budget,
             time_budget: settings.time_budget,
             request,
@@ -242,21 +244,53 @@ impl Vm {
 
     /// A new request's `ctx` table: its slot.
     pub fn new_ctx(&self) -> Result<i64, Failure> {
-        let slot = self.free.borrow_mut().pop().unwrap_or_else(|| {
-            let n = self.next.get();
-            self.next.set(n + 1);
-            n
-        });
+        if let Some(slot) = self.free.borrow_mut().pop() {
+            return Ok(slot);
+        }
         let table = self.lua.create_table().map_err(failure)?;
-        self.ctxs.raw_set(slot, table).map_err(failure)?;
-        Ok(slot)
+        let mut ctxs = self.ctxs.borrow_mut();
+        ctxs.push(table);
+        Ok(ctxs.len() as i64 - 1)
     }
 
-    /// Frees a request's `ctx` table.
+    /// A request's `ctx` table.
+    fn ctx(&self, slot: i64) -> Result<Table, Failure> {
+        self.ctxs
+            .borrow()
+            .get(slot as usize)
+            .cloned()
+            .ok_or_else(|| Failure {
+                kind: Kind::Error,
+                message: "no such ctx".into(),
+            })
+    }
+
+    /// Frees a request's `ctx` table: emptied (and its metatable removed) for the next
+    /// request, or replaced when the script froze it.
     pub fn drop_ctx(&self, slot: i64) {
-        self.threads.borrow_mut().remove(&slot);
-        if self.ctxs.raw_set(slot, Value::Nil).is_ok() {
-            self.free.borrow_mut().push(slot);
+        if let Some(thread) = self.threads.borrow_mut().remove(&slot) {
+            self.recycle(thread);
+        }
+        let mut ctxs = self.ctxs.borrow_mut();
+        let Some(table) = ctxs.get_mut(slot as usize) else {
+            return;
+        };
+        let emptied = table.clear().is_ok() && table.set_metatable(None).is_ok();
+        if !emptied {
+            match self.lua.create_table() {
+                Ok(fresh) => *table = fresh,
+                Err(_) => return,
+            }
+        }
+        self.free.borrow_mut().push(slot);
+    }
+
+    /// Keeps a coroutine that is done for the next phase (a few are enough: one per
+    /// request whose phase is running or waiting at once is the most ever needed).
+    fn recycle(&self, thread: Thread) {
+        let mut spare = self.spare.borrow_mut();
+        if spare.len() < 64 {
+            spare.push(thread);
         }
     }
 
@@ -273,7 +307,7 @@ impl Vm {
         let Some(f) = &self.phases[phase as usize] else {
             return Ok(Value::Nil);
         };
-        let ctx: Value = self.ctxs.raw_get(slot).map_err(failure)?;
+        let ctx = self.ctx(slot)?;
         // The first argument: the phase's message, or (the log phase) `extra`.
         let first = match bind {
             view::Bound::Response(_) => Value::UserData(self.response.clone()),
@@ -295,8 +329,15 @@ impl Vm {
         let Some(f) = &self.phases[phase as usize] else {
             return Ok(Step::Done(Value::Nil));
         };
-        let thread = self.lua.create_thread(f.clone()).map_err(failure)?;
-        let ctx: Value = self.ctxs.raw_get(slot).map_err(failure)?;
+        let reused = self.spare.borrow_mut().pop();
+        let thread = match reused {
+            Some(t) => {
+                t.reset(f.clone()).map_err(failure)?;
+                t
+            }
+            None => self.lua.create_thread(f.clone()).map_err(failure)?,
+        };
+        let ctx = self.ctx(slot)?;
         let args = (Value::UserData(self.request.clone()), ctx);
         let args = args.into_lua_multi(&self.lua).map_err(failure)?;
         self.step(slot, thread, bind, args)
@@ -333,23 +374,23 @@ impl Vm {
         let yielded = thread.status() == ThreadStatus::Resumable;
         // The wait a yield names is taken out before the VM closes (which drops what else
         // this slice started): nothing started here outlives the slice but that one.
-        let step = result.and_then(|values| self.read_step(slot, thread, yielded, values));
+        let step = match result {
+            Ok(values) if yielded => self.wait_of(values),
+            Ok(values) => Ok(Step::Done(values.into_iter().next().unwrap_or(Value::Nil))),
+            Err(e) => Err(e),
+        };
         self.waits.set_open(false);
+        match step {
+            Ok(Step::Wait(_)) => {
+                self.threads.borrow_mut().insert(slot, thread);
+            }
+            _ => self.recycle(thread),
+        }
         step
     }
 
-    /// What a slice's return or yield says: its value, or the wait it named (kept for
-    /// resuming with the thread).
-    fn read_step(
-        &self,
-        slot: i64,
-        thread: Thread,
-        yielded: bool,
-        values: MultiValue,
-    ) -> Result<Step, Failure> {
-        if !yielded {
-            return Ok(Step::Done(values.into_iter().next().unwrap_or(Value::Nil)));
-        }
+    /// The wait a phase's yield names (kept for resuming with the thread).
+    fn wait_of(&self, values: MultiValue) -> Result<Step, Failure> {
         let mut values = values.into_iter();
         let id = match (values.next(), values.next()) {
             (Some(Value::String(m)), Some(id)) if m.as_bytes().as_ref() == b"tether:wait" => {
@@ -367,14 +408,13 @@ impl Vm {
                 message: "the phase yielded (coroutine.yield) outside tether's waits".into(),
             });
         };
-        let Some(wait) = self.waits.take(id) else {
-            return Err(Failure {
+        match self.waits.take(id) {
+            Some(wait) => Ok(Step::Wait(wait)),
+            None => Err(Failure {
                 kind: Kind::Error,
                 message: "a wait the script yielded is not known".into(),
-            });
-        };
-        self.threads.borrow_mut().insert(slot, thread);
-        Ok(Step::Wait(wait))
+            }),
+        }
     }
 
     /// Runs `call` under the time budget.
