@@ -734,3 +734,44 @@ async fn every_request_gets_an_empty_ctx() {
         assert_eq!(resp.body_str(), "1,nil,nil", "after {fields:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_phase_behaves_the_same_over_http2() {
+    let (rec, seen) = recording_server().await;
+    let (dir, file) = script_dir("script-phases-h2", PHASES);
+    let t = Tether::start_with(Opts {
+        cluster: format!("    servers:\n      - {{ name: rec, address: \"{rec}\" }}\n"),
+        listener_plugins: plugin(&file, "        config: { tier: gold }\n"),
+        listener_extra: "    h2c: true\n".into(),
+        dir: Some(dir),
+        ..Opts::default()
+    });
+    // curl over h2c with prior knowledge: `-i` prints the HTTP/2 status line and fields.
+    let curl = |path: &str, fields: &[&str]| {
+        let mut cmd = std::process::Command::new("curl");
+        cmd.args(["-s", "-i", "--max-time", "10", "--http2-prior-knowledge"]);
+        for f in fields {
+            cmd.args(["-H", f]);
+        }
+        let out = cmd
+            .arg(format!("http://{}{path}", t.addr))
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&out.stdout).to_ascii_lowercase()
+    };
+    let out = curl("/", &[]);
+    assert!(out.starts_with("http/2 401"), "{out}");
+    assert!(out.contains("www-authenticate: bearer"), "{out}");
+    assert!(out.ends_with("who are you?\n"), "{out}");
+    let out = curl("/old", &["X-User: 001"]);
+    assert!(out.starts_with("http/2 301"), "{out}");
+    assert!(out.contains("location: /new"), "{out}");
+    let out = curl("/api/v1/cart?x=1", &["X-User: 001", "X-Secret: s3cret"]);
+    assert!(out.starts_with("http/2 200"), "{out}");
+    assert!(out.contains("x-script: gold:200"), "{out}");
+    let head = seen.lock().unwrap()[0].head.to_ascii_lowercase();
+    assert!(head.starts_with("get /api/v2/cart?x=1 http/1.1\r\n"), "{head}");
+    assert!(head.contains("\r\nx-checked: yes\r\n"), "{head}");
+    assert!(head.contains("\r\nx-user-seen: 001\r\n"), "{head}");
+    assert!(!head.contains("x-secret"), "{head}");
+}
