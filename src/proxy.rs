@@ -87,7 +87,7 @@ pub(crate) fn retry_allowed(session: &Session) -> bool {
     session.req_header().method.is_idempotent() && !session.as_ref().retry_buffer_truncated()
 }
 
-fn decide(session: &Session, ctx: &RequestCtx) -> Decision {
+fn decide(session: &Session, ctx: &mut RequestCtx) -> Decision {
     let Some(router) = &ctx.router else {
         return Decision::Reject(Reject::NoServer);
     };
@@ -98,7 +98,10 @@ fn decide(session: &Session, ctx: &RequestCtx) -> Decision {
     } else {
         now_ms()
     };
-    router.decide_with(req.raw_path(), &req.headers, &ctx.tried, now, ctx.preferred)
+    let (d, key) =
+        router.decide_keyed(req.raw_path(), &req.headers, &ctx.tried, now, ctx.preferred);
+    ctx.session_key = key;
+    d
 }
 
 /// What tether does in each of Pingora's phases, as plain methods: `hooks.rs` calls them
@@ -372,6 +375,13 @@ impl TetherProxy {
                 return Err(e);
             }
             websphere::learn_and_strip(router, &slot.config.name, upstream_response);
+            let set_cookies = upstream_response.headers.get_all(http::header::SET_COOKIE);
+            router.track(
+                ctx.session_key,
+                set_cookies.iter().map(|v| v.as_bytes()),
+                i,
+                crate::routing::ms_at(ctx.start),
+            );
             if let Some((snapshot, listener, cluster)) = &ctx.plugins {
                 let state = &mut ctx.plugin_state;
                 snapshot.listener_chains[*listener]

@@ -770,7 +770,10 @@ async fn every_phase_behaves_the_same_over_http2() {
     assert!(out.starts_with("http/2 200"), "{out}");
     assert!(out.contains("x-script: gold:200"), "{out}");
     let head = seen.lock().unwrap()[0].head.to_ascii_lowercase();
-    assert!(head.starts_with("get /api/v2/cart?x=1 http/1.1\r\n"), "{head}");
+    assert!(
+        head.starts_with("get /api/v2/cart?x=1 http/1.1\r\n"),
+        "{head}"
+    );
     assert!(head.contains("\r\nx-checked: yes\r\n"), "{head}");
     assert!(head.contains("\r\nx-user-seen: 001\r\n"), "{head}");
     assert!(!head.contains("x-secret"), "{head}");

@@ -97,6 +97,19 @@ pub(super) fn cluster(
         Duration::from_secs(60),
         MS..=HOUR,
     );
+    let session_timeout = check.duration(
+        format!("{path}.session_timeout"),
+        c.session_timeout.as_deref(),
+        DEFAULT_SESSION_TIMEOUT,
+        Duration::from_secs(1)..=24 * HOUR,
+    );
+    let session_table_max = c.session_table_max.unwrap_or(DEFAULT_SESSION_TABLE_MAX);
+    if session_table_max > SESSION_TABLE_MAX_LIMIT {
+        check.err(
+            format!("{path}.session_table_max"),
+            format!("must be between 0 (not counted) and {SESSION_TABLE_MAX_LIMIT}"),
+        );
+    }
     let servers = servers(raw_servers, session_style, path, check);
     if let Some(t) = c
         .tls
@@ -135,6 +148,8 @@ pub(super) fn cluster(
         clone_separator,
         private_headers: websphere.and_then(|w| w.private_headers).unwrap_or(false),
         partition_table_max,
+        session_timeout,
+        session_table_max: session_table_max.min(SESSION_TABLE_MAX_LIMIT),
         health_check: c
             .health_check
             .map(|h| operations::health_check(h, &format!("{path}.health_check"), check)),

@@ -15,6 +15,11 @@ pub const MAX_WEIGHT: u32 = 1000;
 /// Default and largest `websphere.partition_table_max`.
 pub const DEFAULT_PARTITION_TABLE_MAX: usize = 100_000;
 pub const PARTITION_TABLE_MAX_LIMIT: usize = 10_000_000;
+/// Default `session_timeout` (Tomcat's default session timeout).
+pub const DEFAULT_SESSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+/// Default and largest `session_table_max` (live sessions counted exactly per cluster).
+pub const DEFAULT_SESSION_TABLE_MAX: usize = 1_000_000;
+pub const SESSION_TABLE_MAX_LIMIT: usize = 100_000_000;
 
 /// A whole, valid tether configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -424,6 +429,10 @@ pub struct Cluster {
     pub private_headers: bool,
     /// WebSphere: most partitions the partition table holds.
     pub partition_table_max: usize,
+    /// A session is live until this long after its last request (issue 26).
+    pub session_timeout: Duration,
+    /// The most live sessions counted exactly (0: not counted).
+    pub session_table_max: usize,
     pub health_check: Option<HealthCheck>,
     /// Upstream statuses that count as a failure for idempotent requests: the next server
     /// is tried (mod_jk `fail_on_status`, nginx `proxy_next_upstream http_503`).

@@ -188,6 +188,9 @@ pub struct RawCluster {
     pub fail_on_status: Option<Vec<u16>>,
     pub tls: Option<RawClusterTls>,
     pub ssl_headers: Option<RawSslHeaders>,
+    #[serde(default, deserialize_with = "duration_text")]
+    pub session_timeout: Option<String>,
+    pub session_table_max: Option<usize>,
 }
 
 /// The admin API listener (`admin:`).

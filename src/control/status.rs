@@ -5,6 +5,17 @@
 use super::{state_name, Control};
 use crate::routing::Health;
 
+/// When a server whose last session expires in `seconds` is empty, as RFC 3339.
+fn empty_by(seconds: u64) -> String {
+    let at = std::time::SystemTime::now() + std::time::Duration::from_secs(seconds);
+    match jiff::Timestamp::try_from(at) {
+        Ok(t) => t
+            .round(jiff::Unit::Second)
+            .map_or_else(|_| t.to_string(), |t| t.to_string()),
+        Err(_) => String::new(),
+    }
+}
+
 impl Control {
     /// The status report (`GET /status`).
     pub fn status(&self) -> serde_json::Value {
@@ -22,10 +33,12 @@ impl Control {
             .clusters
             .iter()
             .map(|r| {
+                let sessions = r.live_sessions().map(|t| (t, t.scan()));
                 let servers: Vec<serde_json::Value> = r
                     .servers()
                     .iter()
-                    .map(|s| {
+                    .enumerate()
+                    .map(|(i, s)| {
                         let health = match s.live.health() {
                             Health::Up => "up",
                             Health::Down { .. } => "down",
@@ -39,6 +52,15 @@ impl Control {
                                     "file_weight": f.map(|(_, w)| w),
                                 })
                             });
+                        let live = sessions.as_ref().map(|(table, counts)| {
+                            let c = counts.get(i).copied().unwrap_or_default();
+                            serde_json::json!({
+                                "live": c.live,
+                                "empty_in_seconds": c.empty_in_s,
+                                "empty_by": (c.live > 0).then(|| empty_by(c.empty_in_s)),
+                                "created": table.created_total(i),
+                            })
+                        });
                         serde_json::json!({
                             "name": s.config.name,
                             "address": s.config.address.to_string(),
@@ -51,6 +73,7 @@ impl Control {
                             "inflight": s.live.inflight(),
                             "requests": s.live.requests(),
                             "failures": s.live.failures(),
+                            "sessions": live,
                             "runtime_override": overrides,
                             "fleet_change": self.fleet.get().and_then(|f| f.server_status(&r.name, &s.config.name)),
                         })
@@ -65,11 +88,21 @@ impl Control {
                         "evicted": t.evicted(),
                     })
                 });
+                let live_sessions = sessions.as_ref().map(|(t, counts)| {
+                    serde_json::json!({
+                        "live": counts.iter().map(|c| c.live).sum::<u64>(),
+                        "timeout_seconds": t.timeout_s(),
+                        "table_bytes": t.bytes(),
+                        "evicted": t.evicted_total(),
+                        "knows_all": t.knows_all(t.now()),
+                    })
+                });
                 serde_json::json!({
                     "name": r.name,
                     "health_checks": r.health_check().is_some(),
                     "servers": servers,
                     "partition_table": table,
+                    "live_sessions": live_sessions,
                 })
             })
             .collect();

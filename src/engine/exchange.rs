@@ -174,6 +174,17 @@ pub async fn attempt(
             .filter(|(n, _)| n.eq_ignore_ascii_case(b"$wspt"))
             .map(|(_, v)| v);
         proxy::learn_wspt(&router, &slot.config.name, wspt);
+        let set_cookies = c
+            .up_head
+            .fields(&c.up_buf)
+            .filter(|(n, _)| n.eq_ignore_ascii_case(b"set-cookie"))
+            .map(|(_, v)| v);
+        router.track(
+            ctx.session_key,
+            set_cookies,
+            server,
+            crate::routing::ms_at(ctx.start),
+        );
         if slot.live.mark_up() {
             info!(
                 "cluster {} server {} ({}) is answering again: marked up",

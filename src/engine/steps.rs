@@ -198,12 +198,13 @@ impl Engine {
         }
     }
 
-    fn decide(&self, c: &Conn, ctx: &RequestCtx, now: u64) -> Decision {
+    fn decide(&self, c: &Conn, ctx: &mut RequestCtx, now: u64) -> Decision {
         let Some(router) = &ctx.router else {
             return Decision::Reject(Reject::NoServer);
         };
         let target = c.head.target.of(&c.buf);
-        let d = router.decide_with(target, &View(c), &ctx.tried, now, ctx.preferred);
+        let (d, key) = router.decide_keyed(target, &View(c), &ctx.tried, now, ctx.preferred);
+        ctx.session_key = key;
         ctx.count_decision(d);
         d
     }

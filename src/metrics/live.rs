@@ -1,5 +1,6 @@
 //! Gauges read from live state at scrape time: server health, state, weight and requests
-//! in flight, and each WebSphere partition table's size and `$WSPT` counters.
+//! in flight, live sessions (a scan of each cluster's session table), and each WebSphere
+//! partition table's size and `$WSPT` counters.
 
 use crate::config::ServerState;
 use crate::control::state_name;
@@ -19,6 +20,10 @@ struct Families {
     learned: IntCounterVec,
     rejected: IntCounterVec,
     evicted: IntCounterVec,
+    live_sessions: IntGaugeVec,
+    empty_in: IntGaugeVec,
+    created: IntCounterVec,
+    sessions_evicted: IntCounterVec,
 }
 
 /// A Prometheus collector over the current routing snapshot.
@@ -68,6 +73,26 @@ impl LiveCollector {
                 "Partitions evicted to make room in a full partition table.",
                 &["cluster"],
             ),
+            live_sessions: gauge(
+                "tether_server_live_sessions",
+                "Sessions live on the server: seen within the cluster's session_timeout.",
+                server,
+            ),
+            empty_in: gauge(
+                "tether_server_sessions_empty_seconds",
+                "Seconds until the server's last live session expires if no request comes (0: none live).",
+                server,
+            ),
+            created: counter(
+                "tether_server_sessions_created_total",
+                "Sessions first seen on the server (created there, or first seen by this process).",
+                server,
+            ),
+            sessions_evicted: counter(
+                "tether_live_sessions_evicted_total",
+                "Live sessions dropped from a full session table (counts then undercount).",
+                &["cluster"],
+            ),
         };
         let descs = [
             families.up.desc(),
@@ -78,6 +103,10 @@ impl LiveCollector {
             families.learned.desc(),
             families.rejected.desc(),
             families.evicted.desc(),
+            families.live_sessions.desc(),
+            families.empty_in.desc(),
+            families.created.desc(),
+            families.sessions_evicted.desc(),
         ]
         .into_iter()
         .flatten()
@@ -98,11 +127,24 @@ impl Collector for LiveCollector {
 
     fn collect(&self) -> Vec<MetricFamily> {
         let f = self.families.lock().unwrap_or_else(|e| e.into_inner());
-        let all = [&f.up, &f.state, &f.weight, &f.inflight, &f.table_size];
+        let all = [
+            &f.up,
+            &f.state,
+            &f.weight,
+            &f.inflight,
+            &f.table_size,
+            &f.live_sessions,
+            &f.empty_in,
+        ];
         all.iter().for_each(|v| v.reset());
-        f.learned.reset();
-        f.rejected.reset();
-        f.evicted.reset();
+        let counters = [
+            &f.learned,
+            &f.rejected,
+            &f.evicted,
+            &f.created,
+            &f.sessions_evicted,
+        ];
+        counters.iter().for_each(|v| v.reset());
         let snapshot = self.snapshot.load();
         for router in snapshot.clusters.iter() {
             let c = router.name.as_str();
@@ -127,6 +169,23 @@ impl Collector for LiveCollector {
                     .with_label_values(&[c, name])
                     .set(s.live.inflight() as i64);
             }
+            if let Some(t) = router.live_sessions() {
+                for (i, counts) in t.scan().iter().enumerate() {
+                    let name = router.servers()[i].config.name.as_str();
+                    f.live_sessions
+                        .with_label_values(&[c, name])
+                        .set(counts.live as i64);
+                    f.empty_in
+                        .with_label_values(&[c, name])
+                        .set(counts.empty_in_s as i64);
+                    f.created
+                        .with_label_values(&[c, name])
+                        .inc_by(t.created_total(i));
+                }
+                f.sessions_evicted
+                    .with_label_values(&[c])
+                    .inc_by(t.evicted_total());
+            }
             if let Some(t) = router.partitions() {
                 f.table_size.with_label_values(&[c]).set(t.len() as i64);
                 f.learned.with_label_values(&[c]).inc_by(t.learned());
@@ -135,9 +194,7 @@ impl Collector for LiveCollector {
             }
         }
         let mut out: Vec<MetricFamily> = all.iter().flat_map(|v| v.collect()).collect();
-        out.extend(f.learned.collect());
-        out.extend(f.rejected.collect());
-        out.extend(f.evicted.collect());
+        out.extend(counters.iter().flat_map(|v| v.collect()));
         out
     }
 }

@@ -50,6 +50,8 @@ pub struct RequestCtx {
     pub route: Option<Arc<str>>,
     /// The client: the peer, or the address its trusted proxies name (`client.rs`).
     pub client: Option<std::net::IpAddr>,
+    /// The key of the session the decision went by, when the cluster counts live sessions.
+    pub session_key: Option<u64>,
 }
 
 impl Default for RequestCtx {
@@ -92,6 +94,7 @@ impl RequestCtx {
             upstream_tls: None,
             ssl_headers: None,
             route: None,
+            session_key: None,
         }
     }
 

@@ -2,10 +2,12 @@
 
 pub mod learn;
 mod pick;
+mod track;
 
 use super::decision::Decision;
 use super::fields::Fields;
 use super::live::ServerLive;
+use super::live_sessions::LiveSessions;
 use super::partitions::{clone_tag, PartitionTable};
 use super::ring::Ring;
 use super::session_id::{cookie_values, path_parameter};
@@ -87,6 +89,9 @@ pub struct ClusterRouter {
     primaries: Pool,
     backups: Pool,
     cursor: AtomicU64,
+    /// Live sessions per server (sticky clusters with a `session_table_max`); kept by a
+    /// reload that keeps the servers, their order and the table's settings.
+    sessions: Option<Arc<LiveSessions>>,
 }
 
 impl ClusterRouter {
@@ -131,6 +136,24 @@ impl ClusterRouter {
                 _ => Arc::new(PartitionTable::new(cfg.partition_table_max)),
             }
         });
+        let sessions = (cfg.sticky && cfg.session_table_max > 0).then(|| {
+            let timeout = cfg.session_timeout.as_secs();
+            let same_servers = previous.is_some_and(|p| {
+                p.servers.len() == servers.len()
+                    && p.servers
+                        .iter()
+                        .zip(servers.iter())
+                        .all(|(a, b)| a.config.name == b.config.name)
+            });
+            match previous.and_then(|p| p.sessions.clone()) {
+                Some(t) if same_servers && t.fits(cfg.session_table_max, timeout) => t,
+                _ => Arc::new(LiveSessions::new(
+                    cfg.session_table_max,
+                    servers.len(),
+                    timeout,
+                )),
+            }
+        });
         let clones = index(|s| s.clone_id.as_deref());
         // An empty domain is no domain (mod_jk).
         let domains = index(|s| s.domain.as_deref().filter(|d| !d.is_empty()))
@@ -173,6 +196,7 @@ impl ClusterRouter {
             fail_on_status: cfg.fail_on_status.clone().into(),
             domains,
             cursor: AtomicU64::new(0),
+            sessions,
         }
     }
 

@@ -76,6 +76,8 @@ fn cluster(names: &[&str]) -> Cluster {
         clone_separator: b':',
         private_headers: false,
         partition_table_max: 1_000,
+        session_timeout: Duration::from_secs(1800),
+        session_table_max: 1_000,
         health_check: None,
         fail_on_status: vec![],
         plugins: vec![],

@@ -1,0 +1,345 @@
+//! Live sessions of one cluster (issue 26): an exact table of hashed session ids, each with
+//! the server it was last served by and when, lock-free on the request path.
+//!
+//! A session is live from the response that created it, or the first request seen carrying
+//! it, until `session_timeout` after its last request. The table is an open-addressing array
+//! of `AtomicU64` slots, each packing a fingerprint of the id's keyed hash, the server, and
+//! the second it was last seen: one probe of neighbouring slots from the start of a cache
+//! line (usually ending in that line) per request, no allocation, no lock. Expired slots
+//! are free for the taking; the counts per server are read by a scan (status, metrics),
+//! never kept on the request path.
+//!
+//! Error: two live sessions of one probe window with the same 26-bit fingerprint count as
+//! one (about 0.25 per million sessions); past capacity, the stalest entry of a full probe
+//! window is evicted, which is counted and makes [`LiveSessions::knows_all`] false for a
+//! window.
+
+use super::clock::now_ms;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU32, AtomicU64};
+
+/// Slots probed at most for one key, from the start of its cache line (8 slots of 8
+/// bytes): a probe stops at the first slot never used, so most end in the first line.
+const PROBE: usize = 32;
+/// A slot whose entry expired and was cleared by a scan: free, but not the end of a probe
+/// (a slot never goes back to 0, so a probe may stop at the first 0).
+const TOMB: u64 = 1;
+const SEEN_BITS: u32 = 24;
+const SERVER_BITS: u32 = 14;
+const FP_BITS: u32 = 26;
+/// Seconds wrap at this (194 days); an age is taken modulo it.
+const SEEN_MOD: u64 = (1 << SEEN_BITS) - 1;
+/// Servers past this index are not tracked.
+pub const MAX_SERVERS: usize = 1 << SERVER_BITS;
+
+/// What a request or response did to its session's entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Touch {
+    /// Not live before: a new session (or one seen again after it expired).
+    New,
+    /// Live, on this server.
+    Seen,
+    /// Live, on another server: it moved here (a failover).
+    Moved { from: usize },
+    /// Not tracked (no room, or a server index past [`MAX_SERVERS`]).
+    Untracked,
+}
+
+/// One server's sessions, as a scan counts them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerSessions {
+    pub live: u64,
+    /// Seconds from now until its last live session expires if no request comes (0: none).
+    pub empty_in_s: u64,
+}
+
+pub struct LiveSessions {
+    capacity: usize,
+    slots: Box<[AtomicU64]>,
+    mask: usize,
+    hasher: ahash::RandomState,
+    /// When it was made ([`now_ms`]).
+    made_ms: u64,
+    timeout_s: u64,
+    /// Sessions created, per server (since start).
+    created: Box<[AtomicU64]>,
+    /// Live entries evicted for want of room, and when the last one was (seconds, +1).
+    evicted: AtomicU64,
+    last_eviction: AtomicU32,
+}
+
+// `AtomicU64` has the size and bit validity of `u64`; the alignment is checked here.
+const _: () = assert!(std::mem::align_of::<u64>() == std::mem::align_of::<AtomicU64>());
+
+/// `n` zeroed slots from a zeroed allocation: the system maps the pages only as they are
+/// written, so a table for a million sessions costs memory for the sessions it holds.
+fn zeroed(n: usize) -> Box<[AtomicU64]> {
+    let plain: Box<[u64]> = vec![0u64; n].into_boxed_slice();
+    huge_pages(&plain);
+    // SAFETY: same size, alignment (checked above) and bit validity; the box owns it.
+    unsafe { Box::from_raw(Box::into_raw(plain) as *mut [AtomicU64]) }
+}
+
+/// Asks for transparent huge pages under the table (where the system gives them on
+/// request): a request's look-up then costs a cache miss, not a TLB miss as well.
+fn huge_pages(table: &[u64]) {
+    const HUGE: usize = 2 << 20;
+    let start = table.as_ptr() as usize;
+    let end = start + std::mem::size_of_val(table);
+    let (from, to) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
+    if to > from {
+        // SAFETY: advice on whole pages inside memory this process owns; it changes no
+        // contents and may be refused.
+        unsafe { libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE) };
+    }
+}
+
+fn pack(fp: u64, server: usize, seen: u64) -> u64 {
+    (fp << (SERVER_BITS + SEEN_BITS)) | ((server as u64) << SEEN_BITS) | seen
+}
+
+fn fp_of(v: u64) -> u64 {
+    v >> (SERVER_BITS + SEEN_BITS)
+}
+
+fn server_of(v: u64) -> usize {
+    ((v >> SEEN_BITS) & ((1 << SERVER_BITS) - 1)) as usize
+}
+
+fn seen_of(v: u64) -> u64 {
+    v & ((1 << SEEN_BITS) - 1)
+}
+
+impl LiveSessions {
+    /// A table for about `capacity` live sessions (twice as many slots, a power of two) of
+    /// a cluster of `servers`, each live for `timeout_s` after its last request. The
+    /// slots are zeroed pages the system maps only as they are used.
+    pub fn new(capacity: usize, servers: usize, timeout_s: u64) -> LiveSessions {
+        let slots = (capacity.max(PROBE) * 2).next_power_of_two();
+        LiveSessions {
+            capacity,
+            slots: zeroed(slots),
+            mask: slots - 1,
+            hasher: ahash::RandomState::new(),
+            made_ms: now_ms(),
+            timeout_s: timeout_s.clamp(1, SEEN_MOD / 2),
+            created: (0..servers.min(MAX_SERVERS))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            evicted: AtomicU64::new(0),
+            last_eviction: AtomicU32::new(0),
+        }
+    }
+
+    /// The key of a session id: its keyed hash (an attacker cannot aim ids at one slot).
+    pub fn key(&self, base_id: &[u8]) -> u64 {
+        self.hasher.hash_one(base_id)
+    }
+
+    /// The time as stored: seconds of [`now_ms`] (never 0).
+    pub fn now(&self) -> u64 {
+        Self::at(now_ms())
+    }
+
+    /// The time as stored for a [`now_ms`] already read (a request's arrival).
+    pub fn at(ms: u64) -> u64 {
+        (ms / 1000) % SEEN_MOD + 1
+    }
+
+    fn age(&self, seen: u64, now: u64) -> u64 {
+        (now + SEEN_MOD - seen) % SEEN_MOD
+    }
+
+    fn live(&self, v: u64, now: u64) -> bool {
+        v > TOMB && self.age(seen_of(v), now) < self.timeout_s
+    }
+
+    /// Records that session `key` was served by `server` at `now` ([`Self::now`]).
+    pub fn touch(&self, key: u64, server: usize, now: u64) -> Touch {
+        if server >= self.created.len() {
+            return Touch::Untracked;
+        }
+        let fp = (key >> (64 - FP_BITS)).max(1);
+        let entry = pack(fp, server, now);
+        let start = key as usize & self.mask;
+        // The first free (never used, cleared or expired) slot, else the stalest one.
+        let mut free = None;
+        let mut stalest = (start, 0u64);
+        for i in 0..PROBE {
+            let at = (start + i) & self.mask;
+            let slot = &self.slots[at];
+            let v = slot.load(Relaxed);
+            if v == 0 {
+                // Never used: the session is not further on.
+                free.get_or_insert((at, v));
+                break;
+            }
+            if fp_of(v) == fp {
+                if !self.live(v, now) {
+                    slot.store(entry, Relaxed);
+                    return self.created(server);
+                }
+                if v != entry {
+                    // Another thread may write the same entry at once: either wins.
+                    slot.store(entry, Relaxed);
+                }
+                let from = server_of(v);
+                return match from == server {
+                    true => Touch::Seen,
+                    false => Touch::Moved { from },
+                };
+            }
+            if !self.live(v, now) {
+                free.get_or_insert((at, v));
+            } else {
+                let age = self.age(seen_of(v), now);
+                if age >= stalest.1 {
+                    stalest = (at, age);
+                }
+            }
+        }
+        match free {
+            Some((at, v)) => {
+                // Lost to another thread taking the slot: counted as new, not kept.
+                let _ = self.slots[at].compare_exchange(v, entry, Relaxed, Relaxed);
+            }
+            None => {
+                self.slots[stalest.0].store(entry, Relaxed);
+                self.evicted.fetch_add(1, Relaxed);
+                self.last_eviction.store(now as u32, Relaxed);
+            }
+        }
+        self.created(server)
+    }
+
+    fn created(&self, server: usize) -> Touch {
+        self.created[server].fetch_add(1, Relaxed);
+        Touch::New
+    }
+
+    /// Is session `key` live on `server`?
+    pub fn is_live_on(&self, key: u64, server: usize, now: u64) -> bool {
+        let fp = (key >> (64 - FP_BITS)).max(1);
+        let start = key as usize & self.mask;
+        for i in 0..PROBE {
+            let v = self.slots[(start + i) & self.mask].load(Relaxed);
+            if v == 0 {
+                return false;
+            }
+            if fp_of(v) == fp {
+                return server_of(v) == server && self.live(v, now);
+            }
+        }
+        false
+    }
+
+    /// Does the table know every live session: it has watched for a whole timeout, and
+    /// evicted no live entry within one?
+    pub fn knows_all(&self, now: u64) -> bool {
+        let watched = now_ms().saturating_sub(self.made_ms) / 1000 >= self.timeout_s;
+        let evicted = self.last_eviction.load(Relaxed) as u64;
+        watched && (evicted == 0 || self.age(evicted, now) >= self.timeout_s)
+    }
+
+    /// Live sessions per server now, clearing expired slots on the way.
+    pub fn scan(&self) -> Vec<ServerSessions> {
+        let now = self.now();
+        let mut out = vec![ServerSessions::default(); self.created.len()];
+        for slot in self.slots.iter() {
+            let v = slot.load(Relaxed);
+            if v <= TOMB {
+                continue;
+            }
+            if !self.live(v, now) {
+                // Cleared, so that its time cannot look fresh again when the clock wraps.
+                let _ = slot.compare_exchange(v, TOMB, Relaxed, Relaxed);
+                continue;
+            }
+            if let Some(s) = out.get_mut(server_of(v)) {
+                s.live += 1;
+                let left = self.timeout_s - self.age(seen_of(v), now);
+                s.empty_in_s = s.empty_in_s.max(left);
+            }
+        }
+        out
+    }
+
+    /// Sessions created on `server` since start.
+    pub fn created_total(&self, server: usize) -> u64 {
+        self.created.get(server).map_or(0, |c| c.load(Relaxed))
+    }
+
+    /// Live entries evicted for want of room since start.
+    pub fn evicted_total(&self) -> u64 {
+        self.evicted.load(Relaxed)
+    }
+
+    /// Was it made for `capacity` sessions living `timeout_s`?
+    pub fn fits(&self, capacity: usize, timeout_s: u64) -> bool {
+        self.capacity == capacity && self.timeout_s == timeout_s.clamp(1, SEEN_MOD / 2)
+    }
+
+    pub fn timeout_s(&self) -> u64 {
+        self.timeout_s
+    }
+
+    /// Bytes the table may use (its slots).
+    pub fn bytes(&self) -> usize {
+        self.slots.len() * 8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_are_live_until_their_timeout_and_counted_per_server() {
+        let t = LiveSessions::new(1000, 3, 60);
+        let now = t.now();
+        let (a, b, c) = (t.key(b"A"), t.key(b"B"), t.key(b"C"));
+        assert_eq!(t.touch(a, 0, now), Touch::New);
+        assert_eq!(t.touch(a, 0, now + 5), Touch::Seen);
+        assert_eq!(t.touch(b, 0, now), Touch::New);
+        assert_eq!(t.touch(c, 1, now), Touch::New);
+        assert_eq!(t.touch(b, 2, now + 10), Touch::Moved { from: 0 });
+        assert!(t.is_live_on(a, 0, now + 64));
+        assert!(!t.is_live_on(a, 0, now + 65), "60 s after its last request");
+        assert!(!t.is_live_on(b, 0, now + 10), "it moved");
+        assert!(t.is_live_on(b, 2, now + 10));
+        assert_eq!(t.created_total(0), 2);
+        assert_eq!(
+            t.touch(a, 0, now + 70),
+            Touch::New,
+            "expired, then seen again"
+        );
+        assert_eq!(t.created_total(0), 3);
+        assert_eq!(t.touch(a, MAX_SERVERS, now), Touch::Untracked);
+    }
+
+    #[test]
+    fn a_scan_counts_what_is_live_and_when_each_server_empties() {
+        let t = LiveSessions::new(10_000, 2, 100);
+        let now = t.now();
+        for i in 0..1000u32 {
+            t.touch(t.key(&i.to_le_bytes()), (i % 2) as usize, now);
+        }
+        let s = t.scan();
+        assert_eq!((s[0].live, s[1].live), (500, 500));
+        assert!((99..=100).contains(&s[0].empty_in_s), "{s:?}");
+        assert_eq!(t.evicted_total(), 0);
+    }
+
+    #[test]
+    fn past_capacity_the_stalest_is_evicted_and_knowledge_is_incomplete() {
+        let t = LiveSessions::new(16, 1, 3600);
+        let now = t.now();
+        for i in 0..1000u32 {
+            t.touch(t.key(&i.to_le_bytes()), 0, now);
+        }
+        assert!(t.evicted_total() > 0);
+        assert!(!t.knows_all(now));
+        let live = t.scan()[0].live;
+        assert!(live <= t.slots.len() as u64 && live > 16, "{live}");
+    }
+}
