@@ -6,6 +6,7 @@
 //! or 405. Every change is logged with the caller's address.
 
 mod auth;
+mod drain;
 
 use crate::config::ServerState;
 use crate::control::{state_name, Control, ControlError};
@@ -177,7 +178,16 @@ impl ServeHttp for AdminApp {
                     }
                 }
             }
+            (&Method::GET, ["clusters", cluster, "servers", server, "sessions"]) => {
+                drain::sessions(&self.control, cluster, server)
+            }
             (&Method::POST, ["clusters", cluster, "servers", server, action]) => {
+                let query = session.req_header().uri.query().map(str::to_string);
+                let wait = match (*action, drain::parse_query(query.as_deref())) {
+                    ("drain", Ok(w)) => w,
+                    ("drain", Err(e)) => return error(StatusCode::BAD_REQUEST, e),
+                    _ => None,
+                };
                 let state = match *action {
                     "drain" => ServerState::Draining,
                     "stop" => ServerState::Stopped,
@@ -196,6 +206,9 @@ impl ServeHttp for AdminApp {
                             state_name(state),
                             state_name(before)
                         );
+                        if let Some(wait) = wait {
+                            return drain::wait(&self.control, &peer, cluster, server, wait).await;
+                        }
                         json(
                             StatusCode::OK,
                             serde_json::json!({ "cluster": cluster, "server": server, "state": state_name(state), "previous": state_name(before) }),

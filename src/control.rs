@@ -12,7 +12,11 @@ use arc_swap::ArcSwap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+mod sessions;
 mod status;
+
+pub use sessions::SessionsNow;
+pub use status::empty_by;
 
 /// Why a control call was refused.
 #[derive(Debug, thiserror::Error)]

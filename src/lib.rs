@@ -4,6 +4,7 @@ pub mod access_log;
 pub mod admin;
 pub mod bind_check;
 pub mod client_limits;
+pub mod commands;
 pub mod config;
 pub mod control;
 pub mod demo;

@@ -70,11 +70,34 @@ enum Command {
         #[arg(long)]
         binary: Option<PathBuf>,
     },
+    /// Drain a server through the admin API; with --wait, until its last live session
+    /// has expired (exit 0), or the timeout (exit 1).
+    Drain {
+        /// CLUSTER/SERVER
+        target: String,
+        /// Wait until the server has no live session, printing how many are left.
+        #[arg(long)]
+        wait: bool,
+        /// Give up waiting after this long (e.g. 45m; with --wait).
+        #[arg(long, default_value = "1h", requires = "wait", value_parser = duration)]
+        timeout: std::time::Duration,
+        /// What to do once empty: `stop` the server.
+        #[arg(long, value_parser = ["stop"], requires = "wait")]
+        then: Option<String>,
+        /// How often to look while waiting.
+        #[arg(long, default_value = "2s", value_parser = duration, hide = true)]
+        every: std::time::Duration,
+    },
     /// Print a tether config made from a mod_jk or WebSphere plug-in config.
     Import {
         #[command(subcommand)]
         source: tether::import::Source,
     },
+}
+
+/// A duration on the command line (`45m`, `2s`), as in the config file.
+fn duration(text: &str) -> Result<std::time::Duration, String> {
+    tether_plugins::parse_duration(text)
 }
 
 /// Pingora builds each listener in its service's thread and panics there when it cannot
@@ -111,6 +134,33 @@ fn main() -> ExitCode {
         Some(Command::Demo { fleet: true, .. }) => return tether::demo::run_fleet(),
         Some(Command::Demo { listen, .. }) => return tether::demo::run(listen),
         Some(Command::Import { source }) => return tether::import::run(source),
+        Some(Command::Drain {
+            target,
+            wait,
+            timeout,
+            then,
+            every,
+        }) => {
+            let Some(conf) = cli.conf else {
+                eprintln!("tether drain: give the config file with -c FILE (for the admin API's address and token)");
+                return ExitCode::from(2);
+            };
+            let config = match tether::config::load(&conf) {
+                Ok(c) => c,
+                Err(errors) => {
+                    eprint!("{errors}");
+                    return ExitCode::from(2);
+                }
+            };
+            let drain = tether::commands::drain::Drain {
+                target,
+                wait,
+                timeout,
+                then_stop: then.is_some(),
+                every,
+            };
+            return tether::commands::drain::run(&config, &drain);
+        }
         Some(Command::Upgrade { binary }) => {
             let Some(conf) = cli.conf else {
                 eprintln!("tether upgrade: give the config file with -c FILE");

@@ -96,3 +96,132 @@ async fn live_sessions_are_counted_per_server_until_their_timeout() {
         assert_eq!(live(&json, server).0, 0, "{json}");
     }
 }
+
+/// Two sessions on `tc1` (its only server at first), made through `t`.
+async fn two_sessions(t: &Tether) -> Vec<Browser> {
+    let mut browsers = Vec::new();
+    for _ in 0..2 {
+        let mut b = Browser::new(t);
+        assert_eq!(b.get("/").await, (200, "tc1".to_string()));
+        browsers.push(b);
+    }
+    browsers
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_that_waits_ends_when_the_last_session_has_expired() {
+    let sims = tomcats(1).await;
+    let t = Tether::start_with(Opts {
+        cluster: cluster_yaml("    session_timeout: 2s\n", &sims),
+        admin: true,
+        ..Opts::default()
+    });
+    let _browsers = two_sessions(&t).await;
+    let (status, json) = t
+        .admin("GET", "/clusters/shop/servers/tc1/sessions", None, b"")
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(json["live_sessions"], 2, "{json}");
+    // The admin call: answered once the sessions are gone, and the server stopped.
+    let start = Instant::now();
+    let (status, json) = t
+        .admin(
+            "POST",
+            "/clusters/shop/servers/tc1/drain?wait=10s&then=stop",
+            None,
+            b"",
+        )
+        .await;
+    let waited = start.elapsed();
+    assert_eq!(status, 200, "{json}");
+    assert_eq!(
+        (json["empty"].as_bool(), json["state"].as_str()),
+        (Some(true), Some("stopped"))
+    );
+    assert!(
+        waited >= Duration::from_millis(1000),
+        "it waited for the sessions: {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(5), "and no longer: {waited:?}");
+    // Bad queries change nothing.
+    let (status, _) = t
+        .admin(
+            "POST",
+            "/clusters/shop/servers/tc1/drain?wait=soon",
+            None,
+            b"",
+        )
+        .await;
+    assert_eq!(status, 400);
+    let (_, json) = t
+        .admin("GET", "/clusters/shop/servers/tc1/sessions", None, b"")
+        .await;
+    assert_eq!(json["state"], "stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tether_drain_waits_prints_and_exits_by_what_happened() {
+    let sims = tomcats(1).await;
+    let t = Tether::start_with(Opts {
+        cluster: cluster_yaml("    session_timeout: 2s\n", &sims),
+        admin: true,
+        ..Opts::default()
+    });
+    let conf = t.dir.join("tether.yaml");
+    let drain = move |args: &[&str]| {
+        let out = std::process::Command::new(common::tether_bin())
+            .arg("-c")
+            .arg(&conf)
+            .arg("drain")
+            .args(args)
+            .args(["--every", "200ms"])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    // A session kept alive by its browser: the wait times out (exit 1), still draining.
+    let mut browsers = two_sessions(&t).await;
+    let keeper = {
+        let mut b = browsers.pop().unwrap();
+        tokio::spawn(async move {
+            for _ in 0..12 {
+                b.get("/").await;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        })
+    };
+    let out = tokio::task::spawn_blocking({
+        let drain = drain.clone();
+        move || drain(&["shop/tc1", "--wait", "--timeout", "1s"])
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.0, Some(1), "{}", out.1);
+    assert!(out.1.contains("2 live sessions, empty by 20"), "{}", out.1);
+    keeper.await.unwrap();
+    // Nobody comes any more: it ends when they expire, and stops the server.
+    let start = Instant::now();
+    let out = tokio::task::spawn_blocking(move || {
+        drain(&["shop/tc1", "--wait", "--timeout", "10s", "--then", "stop"])
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.0, Some(0), "{}", out.1);
+    assert!(out.1.contains("no live session left"), "{}", out.1);
+    assert!(out.1.ends_with("shop/tc1: stopped\n"), "{}", out.1);
+    assert!(start.elapsed() < Duration::from_secs(5));
+    let (_, json) = t.admin("GET", "/status", None, b"").await;
+    assert_eq!(json["clusters"][0]["servers"][0]["state"], "stopped");
+    // A target it cannot drain: exit 2, with the reason.
+    let out = std::process::Command::new(common::tether_bin())
+        .arg("-c")
+        .arg(t.dir.join("tether.yaml"))
+        .args(["drain", "shop/nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("404"));
+}

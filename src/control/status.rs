@@ -6,7 +6,7 @@ use super::{state_name, Control};
 use crate::routing::Health;
 
 /// When a server whose last session expires in `seconds` is empty, as RFC 3339.
-fn empty_by(seconds: u64) -> String {
+pub fn empty_by(seconds: u64) -> String {
     let at = std::time::SystemTime::now() + std::time::Duration::from_secs(seconds);
     match jiff::Timestamp::try_from(at) {
         Ok(t) => t
