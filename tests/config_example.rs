@@ -80,6 +80,7 @@ fn the_example_config_parses_to_what_it_documents() {
             partition_table_max: DEFAULT_PARTITION_TABLE_MAX,
             session_timeout: DEFAULT_SESSION_TIMEOUT,
             session_table_max: DEFAULT_SESSION_TABLE_MAX,
+            drain_rescue: false,
             health_check: Some(HealthCheck {
                 kind: HealthCheckKind::Http,
                 path: "/health".into(),

@@ -225,3 +225,99 @@ async fn tether_drain_waits_prints_and_exits_by_what_happened() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("404"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_rescue_balances_stale_cookies_only_once_tether_knows_every_session() {
+    let sims = tomcats(2).await;
+    let t = Tether::start_with(Opts {
+        cluster: cluster_yaml("    session_timeout: 2s\n    drain_rescue: true\n", &sims),
+        admin: true,
+        metrics: true,
+        ..Opts::default()
+    });
+    let stale = |id: &str| format!("JSESSIONID={id}.tc1");
+    let server_for = |cookie: String| {
+        let t = &t;
+        async move {
+            let resp = t
+                .client()
+                .get("/", &[("Cookie", cookie.as_str())])
+                .await
+                .unwrap();
+            resp.header("x-server").unwrap().to_string()
+        }
+    };
+    // A live session on tc1, kept alive.
+    let mut live = Browser::new(&t);
+    let mut home = String::new();
+    while home != "tc1" {
+        live = Browser::new(&t);
+        home = live.get("/").await.1;
+    }
+    let (status, _) = t
+        .admin("POST", "/clusters/shop/servers/tc1/drain", None, b"")
+        .await;
+    assert_eq!(status, 200);
+    // tether has not watched for a whole session_timeout: a cookie it has not seen may be
+    // a session it missed, so it goes to the draining server as without drain_rescue.
+    assert_eq!(server_for(stale("EARLY")).await, "tc1");
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(2300) {
+        assert_eq!(live.get("/").await.1, "tc1");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // Now it knows: a stale cookie is balanced as a new session; the live one stays home.
+    assert_eq!(server_for(stale("STALE")).await, "tc2");
+    assert_eq!(
+        live.get("/").await.1,
+        "tc1",
+        "a live session keeps its draining server"
+    );
+    let (_, json) = t.admin("GET", "/status", None, b"").await;
+    assert_eq!(
+        json["clusters"][0]["servers"][0]["sessions"]["rescued"], 1,
+        "{json}"
+    );
+    let m = scrape(t.metrics.unwrap()).await;
+    assert_eq!(sample(&m, "tether_drain_rescued_total", "tc1"), 1.0, "{m}");
+}
+
+#[test]
+fn drain_rescue_is_refused_where_it_cannot_know() {
+    let dir = common::scratch_dir("drain-rescue-config");
+    let conf = dir.join("tether.yaml");
+    for (top, extra, why) in [
+        (
+            "",
+            "    session_table_max: 0\n    drain_rescue: true\n",
+            "needs the live session count",
+        ),
+        (
+            "",
+            "    sticky: false\n    drain_rescue: true\n",
+            "needs the live session count",
+        ),
+        (
+            "shared_state:\n  url: \"redis://127.0.0.1:1\"\n  instance: a\n",
+            "    drain_rescue: true\n",
+            "needs the fleet's live sessions",
+        ),
+    ] {
+        std::fs::write(
+            &conf,
+            format!(
+                "{top}listeners:\n  - {{ name: web, address: \"127.0.0.1:1\", cluster: shop }}\n\
+                 clusters:\n  - name: shop\n{extra}    servers:\n      - {{ name: a, address: \"127.0.0.1:2\" }}\n"
+            ),
+        )
+        .unwrap();
+        let out = std::process::Command::new(common::tether_bin())
+            .args(["-t", "-c"])
+            .arg(&conf)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("drain_rescue") && err.contains(why), "{err}");
+    }
+}

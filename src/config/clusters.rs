@@ -110,6 +110,13 @@ pub(super) fn cluster(
             format!("must be between 0 (not counted) and {SESSION_TABLE_MAX_LIMIT}"),
         );
     }
+    let drain_rescue = c.drain_rescue.unwrap_or(false);
+    if drain_rescue && (session_table_max == 0 || c.sticky == Some(false)) {
+        check.err(
+            format!("{path}.drain_rescue"),
+            "needs the live session count (a sticky cluster with session_table_max above 0)",
+        );
+    }
     let servers = servers(raw_servers, session_style, path, check);
     if let Some(t) = c
         .tls
@@ -150,6 +157,7 @@ pub(super) fn cluster(
         partition_table_max,
         session_timeout,
         session_table_max: session_table_max.min(SESSION_TABLE_MAX_LIMIT),
+        drain_rescue,
         health_check: c
             .health_check
             .map(|h| operations::health_check(h, &format!("{path}.health_check"), check)),

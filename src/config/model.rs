@@ -433,6 +433,9 @@ pub struct Cluster {
     pub session_timeout: Duration,
     /// The most live sessions counted exactly (0: not counted).
     pub session_table_max: usize,
+    /// A request whose session names a draining server where it is not live is balanced
+    /// as a new session (when the session table knows every live session).
+    pub drain_rescue: bool,
     pub health_check: Option<HealthCheck>,
     /// Upstream statuses that count as a failure for idempotent requests: the next server
     /// is tried (mod_jk `fail_on_status`, nginx `proxy_next_upstream http_503`).

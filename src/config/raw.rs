@@ -191,6 +191,7 @@ pub struct RawCluster {
     #[serde(default, deserialize_with = "duration_text")]
     pub session_timeout: Option<String>,
     pub session_table_max: Option<usize>,
+    pub drain_rescue: Option<bool>,
 }
 
 /// The admin API listener (`admin:`).

@@ -59,6 +59,7 @@ impl Control {
                                 "empty_in_seconds": c.empty_in_s,
                                 "empty_by": (c.live > 0).then(|| empty_by(c.empty_in_s)),
                                 "created": table.created_total(i),
+                                "rescued": table.rescued_total(i),
                             })
                         });
                         serde_json::json!({

@@ -24,6 +24,7 @@ struct Families {
     empty_in: IntGaugeVec,
     created: IntCounterVec,
     sessions_evicted: IntCounterVec,
+    rescued: IntCounterVec,
 }
 
 /// A Prometheus collector over the current routing snapshot.
@@ -88,6 +89,11 @@ impl LiveCollector {
                 "Sessions first seen on the server (created there, or first seen by this process).",
                 server,
             ),
+            rescued: counter(
+                "tether_drain_rescued_total",
+                "Requests whose session named this draining server, where it was not live, balanced as new sessions (drain_rescue).",
+                server,
+            ),
             sessions_evicted: counter(
                 "tether_live_sessions_evicted_total",
                 "Live sessions dropped from a full session table (counts then undercount).",
@@ -107,6 +113,7 @@ impl LiveCollector {
             families.empty_in.desc(),
             families.created.desc(),
             families.sessions_evicted.desc(),
+            families.rescued.desc(),
         ]
         .into_iter()
         .flatten()
@@ -143,6 +150,7 @@ impl Collector for LiveCollector {
             &f.evicted,
             &f.created,
             &f.sessions_evicted,
+            &f.rescued,
         ];
         counters.iter().for_each(|v| v.reset());
         let snapshot = self.snapshot.load();
@@ -181,6 +189,9 @@ impl Collector for LiveCollector {
                     f.created
                         .with_label_values(&[c, name])
                         .inc_by(t.created_total(i));
+                    f.rescued
+                        .with_label_values(&[c, name])
+                        .inc_by(t.rescued_total(i));
                 }
                 f.sessions_evicted
                     .with_label_values(&[c])

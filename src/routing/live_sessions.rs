@@ -63,6 +63,8 @@ pub struct LiveSessions {
     timeout_s: u64,
     /// Sessions created, per server (since start).
     created: Box<[AtomicU64]>,
+    /// Stale sessions of a draining server balanced as new ones (`drain_rescue`), per server.
+    rescued: Box<[AtomicU64]>,
     /// Live entries evicted for want of room, and when the last one was (seconds, +1).
     evicted: AtomicU64,
     last_eviction: AtomicU32,
@@ -124,6 +126,9 @@ impl LiveSessions {
             made_ms: now_ms(),
             timeout_s: timeout_s.clamp(1, SEEN_MOD / 2),
             created: (0..servers.min(MAX_SERVERS))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            rescued: (0..servers.min(MAX_SERVERS))
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             evicted: AtomicU64::new(0),
@@ -267,6 +272,18 @@ impl LiveSessions {
     /// Sessions created on `server` since start.
     pub fn created_total(&self, server: usize) -> u64 {
         self.created.get(server).map_or(0, |c| c.load(Relaxed))
+    }
+
+    /// Counts a stale session of draining `server` balanced as a new one.
+    pub fn count_rescue(&self, server: usize) {
+        if let Some(c) = self.rescued.get(server) {
+            c.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Stale sessions of `server` balanced as new ones since start.
+    pub fn rescued_total(&self, server: usize) -> u64 {
+        self.rescued.get(server).map_or(0, |c| c.load(Relaxed))
     }
 
     /// Live entries evicted for want of room since start.

@@ -92,6 +92,8 @@ pub struct ClusterRouter {
     /// Live sessions per server (sticky clusters with a `session_table_max`); kept by a
     /// reload that keeps the servers, their order and the table's settings.
     sessions: Option<Arc<LiveSessions>>,
+    /// `drain_rescue`: stale sessions of draining servers are balanced as new ones.
+    drain_rescue: bool,
 }
 
 impl ClusterRouter {
@@ -197,6 +199,7 @@ impl ClusterRouter {
             domains,
             cursor: AtomicU64::new(0),
             sessions,
+            drain_rescue: cfg.drain_rescue,
         }
     }
 

@@ -78,6 +78,7 @@ fn cluster(names: &[&str]) -> Cluster {
         partition_table_max: 1_000,
         session_timeout: Duration::from_secs(1800),
         session_table_max: 1_000,
+        drain_rescue: false,
         health_check: None,
         fail_on_status: vec![],
         plugins: vec![],

@@ -3,6 +3,7 @@
 use super::{ClusterRouter, Pool, ServerSlot};
 use crate::config::{Balance, ServerState, SessionStyle};
 use crate::routing::decision::{Decision, Outcome, Reject};
+use crate::routing::live_sessions::LiveSessions;
 use crate::routing::session_id::MAX_SESSION_ID_LEN;
 use crate::routing::tried::Tried;
 use std::sync::atomic::Ordering::Relaxed;
@@ -169,6 +170,9 @@ impl Pick<'_> {
                 });
                 let (first, key, outcome) = known.next()?;
                 if self.sticky_ok(first) {
+                    if let Some(d) = self.rescued(first, sid) {
+                        return Some(Lookup::Hit(d));
+                    }
                     return Some(Lookup::Hit(Decision::Route {
                         server: first,
                         outcome,
@@ -191,9 +195,37 @@ impl Pick<'_> {
     /// would hash on.
     fn sticky_target<'s>(&self, i: usize, key: &'s [u8], outcome: Outcome) -> Lookup<'s> {
         if self.sticky_ok(i) {
+            if let Some(d) = self.rescued(i, key) {
+                return Lookup::Hit(d);
+            }
             Lookup::Hit(Decision::Route { server: i, outcome })
         } else {
             Lookup::Unusable(Target::Server(i), key)
+        }
+    }
+
+    /// `drain_rescue`: the session names draining server `i`, where the session table,
+    /// which knows every live session, has not seen it within the timeout (a stale cookie):
+    /// it is balanced as a new session, and counted. `None` to go to `i` as usual.
+    fn rescued(&self, i: usize, sid: &[u8]) -> Option<Decision> {
+        let r = self.router;
+        if !r.drain_rescue || self.slot(i).live.state() != ServerState::Draining {
+            return None;
+        }
+        let table = r.sessions.as_ref()?;
+        let now = LiveSessions::at(self.now);
+        if !table.knows_all(now) || table.is_live_on(table.key(r.base_id(sid)), i, now) {
+            return None;
+        }
+        let d = self.new_session();
+        match d {
+            Decision::Route { .. } => {
+                if !self.dry {
+                    table.count_rescue(i);
+                }
+                Some(d)
+            }
+            Decision::Reject(_) => None,
         }
     }
 
