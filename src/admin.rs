@@ -17,8 +17,9 @@ use pingora_core::apps::http_app::ServeHttp;
 use pingora_core::protocols::http::ServerSession;
 use std::sync::Arc;
 
-/// Largest request body read (a weight is a few bytes).
+/// Largest request body read (a weight is a few bytes; a request to explain, its fields).
 const MAX_BODY: usize = 1024;
+const MAX_EXPLAIN_BODY: usize = 64 * 1024;
 
 pub struct AdminApp {
     control: Arc<Control>,
@@ -90,12 +91,17 @@ fn control_error(e: ControlError) -> Response<Vec<u8>> {
 
 /// Reads the request body, refusing more than `MAX_BODY` bytes.
 async fn body(session: &mut ServerSession) -> Result<Vec<u8>, Response<Vec<u8>>> {
+    body_up_to(session, MAX_BODY).await
+}
+
+/// Reads the request body, refusing more than `max` bytes.
+async fn body_up_to(session: &mut ServerSession, max: usize) -> Result<Vec<u8>, Response<Vec<u8>>> {
     let mut out = Vec::new();
     loop {
         match session.read_request_body().await {
             Ok(Some(chunk)) => {
                 out.extend_from_slice(&chunk);
-                if out.len() > MAX_BODY {
+                if out.len() > max {
                     return Err(error(StatusCode::PAYLOAD_TOO_LARGE, "body too large"));
                 }
             }
@@ -156,6 +162,26 @@ impl ServeHttp for AdminApp {
         let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
         match (&method, parts.as_slice()) {
             (&Method::GET, ["status"]) => json(StatusCode::OK, self.control.status()),
+            (&Method::POST, ["explain"]) => {
+                let body = match body_up_to(session, MAX_EXPLAIN_BODY).await {
+                    Ok(b) => b,
+                    Err(resp) => return resp,
+                };
+                let ask: crate::explain::Ask = match serde_json::from_slice(&body) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        return error(
+                            StatusCode::BAD_REQUEST,
+                            format!("the request to explain: {e}"),
+                        )
+                    }
+                };
+                let snapshot = self.control.snapshot().load();
+                match crate::explain::explain(&self.control.config(), &snapshot, &ask) {
+                    Ok(answer) => json(StatusCode::OK, answer),
+                    Err(e) => error(StatusCode::BAD_REQUEST, e),
+                }
+            }
             (&Method::POST, ["reload"]) => {
                 match self.control.reload_with(drop_overrides(session)) {
                     Ok(report) => {
@@ -243,12 +269,17 @@ impl ServeHttp for AdminApp {
                     Err(e) => control_error(e),
                 }
             }
-            (_, ["status"] | ["reload"] | ["overrides"] | ["clusters", _, "servers", _, _]) => {
-                error(
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    format!("{method} is not allowed on {path}"),
-                )
-            }
+            (
+                _,
+                ["status"]
+                | ["reload"]
+                | ["explain"]
+                | ["overrides"]
+                | ["clusters", _, "servers", _, _],
+            ) => error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!("{method} is not allowed on {path}"),
+            ),
             _ => error(
                 StatusCode::NOT_FOUND,
                 format!("no such endpoint: {method} {path}"),

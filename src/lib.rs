@@ -9,6 +9,7 @@ pub mod config;
 pub mod control;
 pub mod demo;
 pub mod engine;
+pub mod explain;
 pub mod fast_stop;
 pub mod fleet;
 pub mod health;

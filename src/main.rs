@@ -88,6 +88,17 @@ enum Command {
         #[arg(long, default_value = "2s", value_parser = duration, hide = true)]
         every: std::time::Duration,
     },
+    /// Explain where a request would go under the config file (every server up), and why.
+    Explain {
+        /// `METHOD URL` or `URL`, e.g. 'GET /shop/cart;jsessionid=ABC.n1'
+        request: String,
+        /// A request field, `Name: value` (repeatable).
+        #[arg(short = 'H', long = "header")]
+        headers: Vec<String>,
+        /// The listener it arrives on (default: the first).
+        #[arg(long)]
+        listener: Option<String>,
+    },
     /// Print a tether config made from a mod_jk or WebSphere plug-in config.
     Import {
         #[command(subcommand)]
@@ -160,6 +171,23 @@ fn main() -> ExitCode {
                 every,
             };
             return tether::commands::drain::run(&config, &drain);
+        }
+        Some(Command::Explain {
+            request,
+            headers,
+            listener,
+        }) => {
+            let Some(conf) = cli.conf else {
+                eprintln!("tether explain: give the config file with -c FILE");
+                return ExitCode::from(2);
+            };
+            return match tether::config::load(&conf) {
+                Ok(config) => tether::commands::explain::run(&config, &request, &headers, listener),
+                Err(errors) => {
+                    eprint!("{errors}");
+                    ExitCode::from(2)
+                }
+            };
         }
         Some(Command::Upgrade { binary }) => {
             let Some(conf) = cli.conf else {

@@ -208,6 +208,24 @@ impl ClusterRouter {
         [&self.path_param, &self.cookie]
     }
 
+    /// The field a session id may also come in (`session_header`).
+    pub fn session_header(&self) -> Option<&HeaderName> {
+        self.session_header.as_ref()
+    }
+
+    /// Does the cluster route by session (`sticky`)?
+    pub fn is_sticky(&self) -> bool {
+        self.sticky
+    }
+
+    /// The server a Tomcat route (`jvmRoute`) or a WebSphere clone id names.
+    pub fn server_named_by(&self, token: &[u8]) -> Option<usize> {
+        match self.style {
+            SessionStyle::Tomcat => self.routes.get(token).copied(),
+            SessionStyle::Websphere => self.clones.get(token).copied(),
+        }
+    }
+
     pub fn servers(&self) -> &[ServerSlot] {
         &self.servers
     }
@@ -273,10 +291,20 @@ impl ClusterRouter {
     /// partition list), without claiming anything: no recovery probe, no turn of the
     /// round robin. For scripts and for explaining a decision to an operator.
     pub fn explain(&self, path: &[u8], headers: &impl Fields, now: u64) -> Explained {
-        let tried = Tried::default();
+        self.explain_after(path, headers, now, &Tried::default())
+    }
+
+    /// [`Self::explain`] for a retry, after the servers in `tried` failed.
+    pub fn explain_after(
+        &self,
+        path: &[u8],
+        headers: &impl Fields,
+        now: u64,
+        tried: &Tried,
+    ) -> Explained {
         let pick = Pick {
             router: self,
-            tried: &tried,
+            tried,
             now,
             preferred: None,
             dry: true,
