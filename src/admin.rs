@@ -8,7 +8,7 @@
 mod auth;
 mod drain;
 
-use crate::config::ServerState;
+use crate::config::{Role, ServerState};
 use crate::control::{state_name, Control, ControlError};
 use async_trait::async_trait;
 use http::{Method, Response, StatusCode};
@@ -27,6 +27,7 @@ pub struct AdminApp {
     /// until a binary upgrade, and so is its authentication: a reload that removes the
     /// `admin:` section or its token must not leave an open, unauthenticated API behind.
     token: Option<String>,
+    role_tokens: Vec<(String, Role)>,
 }
 
 impl AdminApp {
@@ -35,6 +36,7 @@ impl AdminApp {
         AdminApp {
             control,
             token: admin.token.clone(),
+            role_tokens: admin.role_tokens.clone(),
         }
     }
 }
@@ -116,6 +118,21 @@ async fn body_up_to(session: &mut ServerSession, max: usize) -> Result<Vec<u8>, 
     }
 }
 
+/// The role a call needs; `None` for a call that is no endpoint (answered 404 or 405).
+fn needed(method: &Method, parts: &[&str]) -> Option<Role> {
+    match (method, parts) {
+        (&Method::GET, ["status"] | ["clusters", _, "servers", _, "sessions"]) => Some(Role::Read),
+        (&Method::POST, ["explain"]) => Some(Role::Read),
+        (&Method::POST, ["clusters", _, "servers", _, _]) => Some(Role::Operate),
+        (&Method::PUT, ["clusters", _, "servers", _, "weight"]) => Some(Role::Operate),
+        (&Method::POST, ["reload"]) => Some(Role::Admin),
+        (&Method::DELETE, ["overrides"] | ["clusters", _, "servers", _, "overrides"]) => {
+            Some(Role::Admin)
+        }
+        _ => None,
+    }
+}
+
 /// `POST /reload?drop_overrides=true`.
 fn drop_overrides(session: &ServerSession) -> bool {
     session.req_header().uri.query().is_some_and(|q| {
@@ -150,16 +167,31 @@ impl ServeHttp for AdminApp {
             .req_header()
             .headers
             .get(http::header::AUTHORIZATION);
-        if !auth::allowed(token, authorization.map(|v| v.as_bytes())) {
+        let role = auth::role(
+            token,
+            &self.role_tokens,
+            authorization.map(|v| v.as_bytes()),
+        );
+        let Some(role) = role else {
             refused(&peer);
             let mut resp = error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
             resp.headers_mut()
                 .insert("WWW-Authenticate", http::HeaderValue::from_static("Bearer"));
             return resp;
-        }
+        };
         let method = session.req_header().method.clone();
         let path = session.req_header().uri.path().to_string();
         let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+        if let Some(needed) = needed(&method, &parts).filter(|&n| role < n) {
+            return error(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "the `{}` role may not {method} {path} (it needs `{}`)",
+                    role.name(),
+                    needed.name()
+                ),
+            );
+        }
         match (&method, parts.as_slice()) {
             (&Method::GET, ["status"]) => json(StatusCode::OK, self.control.status()),
             (&Method::POST, ["explain"]) => {

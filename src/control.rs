@@ -479,7 +479,11 @@ fn fixed_at_start(old: &Config, new: &Config) -> Vec<String> {
     if old.admin.as_ref().map(|a| a.address) != new.admin.as_ref().map(|a| a.address) {
         out.push("admin.address".to_string());
     }
-    let auth = |c: &Config| c.admin.as_ref().map(|a| a.token.clone());
+    let auth = |c: &Config| {
+        c.admin
+            .as_ref()
+            .map(|a| (a.token.clone(), a.role_tokens.clone()))
+    };
     if auth(old) != auth(new) {
         // The admin listener cannot be closed or opened without an upgrade; its token is
         // kept with it, so that removing it from the file never opens the API.

@@ -216,7 +216,10 @@ pub fn build_server(
         server.add_service(service);
     }
     let admin = config.admin.clone();
-    if let Some(a) = admin.as_ref().filter(|a| a.token.is_none()) {
+    if let Some(a) = admin
+        .as_ref()
+        .filter(|a| a.token.is_none() && a.role_tokens.is_empty())
+    {
         if !a.address.ip().is_loopback() {
             log::warn!(
                 "admin API on {} has no token (allow_unauthenticated: true): anyone who reaches \

@@ -289,3 +289,98 @@ async fn run_time_overrides_are_shown_logged_and_can_be_dropped() {
     assert_eq!((code, json["dropped"].as_u64()), (200, Some(1)), "{json}");
     assert_eq!(t.server_status(None, "tc2").await.0, "active");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_role_is_refused_what_it_may_not_do() {
+    let sims = tomcats(1).await;
+    let dir = common::scratch_dir("admin-roles");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, token) in [("read", "r3ad-token"), ("operate", "0perate-token")] {
+        std::fs::write(dir.join(format!("{name}.token")), format!("{token}\n")).unwrap();
+    }
+    let t = Tether::start_with(Opts {
+        cluster: common::cluster_yaml("", &sims),
+        admin: true,
+        admin_token: Some(TOKEN),
+        admin_extra: format!(
+            "  tokens:\n    - {{ file: {d}/read.token, role: read }}\n    - {{ file: {d}/operate.token, role: operate }}\n",
+            d = dir.display()
+        ),
+        dir: Some(dir.clone()),
+        ..Opts::default()
+    });
+    let explain = br#"{ "url": "/" }"#.as_slice();
+    let calls: [(&str, &str, &[u8]); 7] = [
+        ("GET", "/status", b""),
+        ("GET", "/clusters/shop/servers/tc1/sessions", b""),
+        ("POST", "/explain", explain),
+        ("PUT", "/clusters/shop/servers/tc1/weight", b"3"),
+        ("POST", "/clusters/shop/servers/tc1/drain", b""),
+        ("DELETE", "/overrides", b""),
+        ("POST", "/reload", b""),
+    ];
+    // How many of the calls (in order) each role may make.
+    for (token, allowed) in [("r3ad-token", 3), ("0perate-token", 5), (TOKEN, 7)] {
+        for (i, (method, path, body)) in calls.iter().enumerate() {
+            let (status, json) = t.admin(method, path, Some(token), body).await;
+            if i < allowed {
+                assert_eq!(status, 200, "{token} {method} {path}: {json}");
+            } else {
+                assert_eq!(status, 403, "{token} {method} {path}: {json}");
+                assert!(
+                    json["error"].as_str().unwrap().contains("may not"),
+                    "{json}"
+                );
+            }
+        }
+    }
+    // A refused change changed nothing: the weight is the operator's 3, never the read's.
+    let (_, json) = t.admin("GET", "/status", Some("r3ad-token"), b"").await;
+    assert_eq!(
+        json["clusters"][0]["servers"][0]["weight"], 1,
+        "dropped by the admin's DELETE"
+    );
+    let (status, _) = t.admin("GET", "/status", Some("wrong"), b"").await;
+    assert_eq!(status, 401);
+}
+
+#[test]
+fn a_bad_role_or_a_shared_token_is_a_config_error() {
+    let dir = common::scratch_dir("admin-roles-config");
+    std::fs::write(dir.join("a.token"), "same\n").unwrap();
+    std::fs::write(dir.join("b.token"), "same\n").unwrap();
+    let conf = dir.join("tether.yaml");
+    for (tokens, why) in [
+        (
+            "    - { file: DIR/a.token, role: boss }\n",
+            "`boss` must be read, operate or admin",
+        ),
+        (
+            "    - { file: DIR/a.token, role: read }\n    - { file: DIR/b.token, role: admin }\n",
+            "holds the same token as another entry",
+        ),
+        (
+            "    - { file: DIR/none.token, role: read }\n",
+            "cannot read",
+        ),
+    ] {
+        let tokens = tokens.replace("DIR", &dir.display().to_string());
+        std::fs::write(
+            &conf,
+            format!(
+                "admin:\n  address: \"127.0.0.1:1\"\n  tokens:\n{tokens}\
+                 listeners:\n  - {{ name: web, address: \"127.0.0.1:2\", cluster: shop }}\n\
+                 clusters:\n  - name: shop\n    servers:\n      - {{ name: a, address: \"127.0.0.1:3\" }}\n"
+            ),
+        )
+        .unwrap();
+        let out = std::process::Command::new(common::tether_bin())
+            .args(["-t", "-c"])
+            .arg(&conf)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("admin.tokens[") && err.contains(why), "{err}");
+    }
+}

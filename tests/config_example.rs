@@ -33,6 +33,7 @@ fn the_example_config_parses_to_what_it_documents() {
         admin: Some(Admin {
             address: addr("127.0.0.1:9900"),
             token: None,
+            role_tokens: vec![],
             allow_unauthenticated: false,
         }),
         metrics: Some(addr("127.0.0.1:9901")),

@@ -1,14 +1,40 @@
-//! Bearer-token check of the admin API, compared in constant time.
+//! Bearer-token check of the admin API, compared in constant time, and the role the token
+//! gives.
+
+use crate::config::Role;
+
+/// The role a call with this `Authorization` header has: `admin` for `token`, the role of
+/// a `role_tokens` entry, `admin` for everyone when no token is set at all; `None` when
+/// it must be refused.
+pub fn role(
+    token: Option<&str>,
+    role_tokens: &[(String, Role)],
+    authorization: Option<&[u8]>,
+) -> Option<Role> {
+    if token.is_none() && role_tokens.is_empty() {
+        return Some(Role::Admin);
+    }
+    let given = authorization
+        .and_then(|a| a.strip_prefix(b"Bearer "))?
+        .trim_ascii();
+    // Every token is compared, whichever matches, so timing says nothing of which.
+    let mut found = None;
+    let all = token
+        .map(|t| (t, Role::Admin))
+        .into_iter()
+        .chain(role_tokens.iter().map(|(t, r)| (t.as_str(), *r)));
+    for (t, r) in all {
+        if constant_time_eq(given, t.as_bytes()) {
+            found = Some(r);
+        }
+    }
+    found
+}
 
 /// Is a call with this `Authorization` header allowed? Always, when no token is set.
-pub fn allowed(token: Option<&str>, authorization: Option<&[u8]>) -> bool {
-    let Some(token) = token else {
-        return true;
-    };
-    let Some(given) = authorization.and_then(|a| a.strip_prefix(b"Bearer ")) else {
-        return false;
-    };
-    constant_time_eq(given.trim_ascii(), token.as_bytes())
+#[cfg(test)]
+fn allowed(token: Option<&str>, authorization: Option<&[u8]>) -> bool {
+    role(token, &[], authorization).is_some()
 }
 
 /// Compares without stopping at the first difference, so timing does not reveal how much
@@ -35,5 +61,28 @@ mod tests {
         assert!(!allowed(Some("s3cret"), Some(b"Basic s3cret")));
         assert!(!allowed(Some("s3cret"), Some(b"s3cret")));
         assert!(!allowed(Some("s3cret"), None));
+    }
+
+    #[test]
+    fn roles() {
+        let more = [
+            ("r3ad".to_string(), Role::Read),
+            ("0perate".to_string(), Role::Operate),
+        ];
+        let role = |a: &[u8]| role(Some("adm1n"), &more, Some(a));
+        assert_eq!(role(b"Bearer adm1n"), Some(Role::Admin));
+        assert_eq!(role(b"Bearer r3ad"), Some(Role::Read));
+        assert_eq!(role(b"Bearer 0perate"), Some(Role::Operate));
+        assert_eq!(role(b"Bearer other"), None);
+        assert_eq!(
+            super::role(None, &more, Some(b"Bearer r3ad")),
+            Some(Role::Read)
+        );
+        assert_eq!(
+            super::role(None, &more, None),
+            None,
+            "tokens without token_file"
+        );
+        assert_eq!(super::role(None, &[], None), Some(Role::Admin));
     }
 }

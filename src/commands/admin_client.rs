@@ -13,7 +13,8 @@ pub struct AdminClient {
 }
 
 impl AdminClient {
-    /// The admin API of `config`; an error when it has none.
+    /// The admin API of `config`, with its `token_file`'s token or else the most able of
+    /// its `tokens`; an error when it has none.
     pub fn of(config: &Config) -> Result<AdminClient, String> {
         let admin = config
             .admin
@@ -21,7 +22,10 @@ impl AdminClient {
             .ok_or("the config has no admin API (`admin: { address: ... }`)")?;
         Ok(AdminClient {
             address: admin.address,
-            token: admin.token.clone(),
+            token: admin.token.clone().or_else(|| {
+                let best = admin.role_tokens.iter().max_by_key(|(_, role)| *role);
+                best.map(|(t, _)| t.clone())
+            }),
             timeout: Duration::from_secs(10),
         })
     }

@@ -59,11 +59,35 @@ pub struct AccessLogSettings {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Admin {
     pub address: SocketAddr,
-    /// Bearer token every call must carry, read from `token_file` at load time.
+    /// Bearer token every call must carry, read from `token_file` at load time: the
+    /// `admin` role's.
     pub token: Option<String>,
+    /// More tokens (`tokens:`), each with its role, read at load time.
+    pub role_tokens: Vec<(String, Role)>,
     /// Allow an admin API without a token on a non-loopback address (default false: such a
     /// config is refused, since anyone who reaches the address could stop every server).
     pub allow_unauthenticated: bool,
+}
+
+/// What an admin API token may do; each role may do what the ones before it may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    /// Status, sessions, explain.
+    Read,
+    /// And drain, stop, activate, weight.
+    Operate,
+    /// And reload and dropping run-time changes: everything.
+    Admin,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Read => "read",
+            Role::Operate => "operate",
+            Role::Admin => "admin",
+        }
+    }
 }
 
 /// How a health check talks to a server.

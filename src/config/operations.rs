@@ -1,7 +1,7 @@
 //! Validation of the operating sections: the admin API, health checks, `fail_on_status`.
 
 use super::check::Check;
-use super::model::{Admin, Cluster, HealthCheck, HealthCheckKind, Listener, PluginSpec};
+use super::model::{Admin, Cluster, HealthCheck, HealthCheckKind, Listener, PluginSpec, Role};
 use super::raw::{RawAdmin, RawHealthCheck, RawMetrics};
 use serde_yaml::Value;
 use std::net::SocketAddr;
@@ -28,7 +28,8 @@ pub(super) fn admin(raw: RawAdmin, listeners: &[Listener], check: &mut Check) ->
         }
     };
     let allow_unauthenticated = raw.allow_unauthenticated.unwrap_or(false);
-    if raw.token_file.is_none() && !address.ip().is_loopback() && !allow_unauthenticated {
+    let no_token = raw.token_file.is_none() && raw.tokens.is_empty();
+    if no_token && !address.ip().is_loopback() && !allow_unauthenticated {
         check.err(
             "admin.address",
             format!(
@@ -40,21 +41,55 @@ pub(super) fn admin(raw: RawAdmin, listeners: &[Listener], check: &mut Check) ->
     }
     let token = raw
         .token_file
-        .and_then(|file| match std::fs::read_to_string(&file) {
-            Ok(text) if !text.trim().is_empty() => Some(text.trim().to_string()),
-            Ok(_) => {
-                check.err("admin.token_file", format!("`{file}` is empty"));
-                None
+        .and_then(|file| token_of(&file, "admin.token_file".into(), check));
+    let mut role_tokens: Vec<(String, Role)> = Vec::new();
+    for (i, t) in raw.tokens.into_iter().enumerate() {
+        let role = match t.role.as_str() {
+            "read" => Role::Read,
+            "operate" => Role::Operate,
+            "admin" => Role::Admin,
+            other => {
+                check.err(
+                    format!("admin.tokens[{i}].role"),
+                    format!("`{other}` must be read, operate or admin"),
+                );
+                continue;
             }
-            Err(e) => {
-                check.err("admin.token_file", format!("cannot read `{file}`: {e}"));
-                None
-            }
-        });
+        };
+        let Some(secret) = token_of(&t.file, format!("admin.tokens[{i}].file"), check) else {
+            continue;
+        };
+        let taken =
+            token.as_ref() == Some(&secret) || role_tokens.iter().any(|(s, _)| *s == secret);
+        if taken {
+            check.err(
+                format!("admin.tokens[{i}].file"),
+                "holds the same token as another entry: each role needs its own",
+            );
+            continue;
+        }
+        role_tokens.push((secret, role));
+    }
     Admin {
         address,
         token,
+        role_tokens,
         allow_unauthenticated,
+    }
+}
+
+/// A token file's token (trimmed); an error at `path` when it is empty or unreadable.
+fn token_of(file: &str, path: String, check: &mut Check) -> Option<String> {
+    match std::fs::read_to_string(file) {
+        Ok(text) if !text.trim().is_empty() => Some(text.trim().to_string()),
+        Ok(_) => {
+            check.err(path, format!("`{file}` is empty"));
+            None
+        }
+        Err(e) => {
+            check.err(path, format!("cannot read `{file}`: {e}"));
+            None
+        }
     }
 }
 

@@ -200,7 +200,18 @@ pub struct RawCluster {
 pub struct RawAdmin {
     pub address: String,
     pub token_file: Option<String>,
+    /// More tokens, each with a role (`read`, `operate`, `admin`).
+    #[serde(default)]
+    pub tokens: Vec<RawRoleToken>,
     pub allow_unauthenticated: Option<bool>,
+}
+
+/// `admin.tokens[]`: a token file and what its holder may do.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRoleToken {
+    pub file: String,
+    pub role: String,
 }
 
 /// The Prometheus listener (`metrics:`).

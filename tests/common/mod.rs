@@ -140,6 +140,8 @@ pub struct Opts {
     /// Start the admin API on a free port, with this token when given.
     pub admin: bool,
     pub admin_token: Option<&'static str>,
+    /// More fields of `admin:` (indented 2), e.g. `tokens:`.
+    pub admin_extra: String,
     /// Start the Prometheus listener on a free port.
     pub metrics: bool,
     /// Write the access log to `<dir>/access.log`.
@@ -193,6 +195,7 @@ impl Tether {
                     std::fs::write(&file, format!("{token}\n")).unwrap();
                     top.push_str(&format!("  token_file: {}\n", file.display()));
                 }
+                top.push_str(&opts.admin_extra);
             }
             let yaml = format!(
                 "server:\n  threads: 2\n  grace_period_seconds: 0\n  graceful_shutdown_timeout_seconds: 1\n  \
