@@ -82,6 +82,7 @@ fn the_example_config_parses_to_what_it_documents() {
             session_timeout: DEFAULT_SESSION_TIMEOUT,
             session_table_max: DEFAULT_SESSION_TABLE_MAX,
             drain_rescue: false,
+            slow_start: Duration::ZERO,
             health_check: Some(HealthCheck {
                 kind: HealthCheckKind::Http,
                 path: "/health".into(),

@@ -158,6 +158,12 @@ pub(super) fn cluster(
         session_timeout,
         session_table_max: session_table_max.min(SESSION_TABLE_MAX_LIMIT),
         drain_rescue,
+        slow_start: check.duration(
+            format!("{path}.slow_start"),
+            c.slow_start.as_deref(),
+            Duration::ZERO,
+            Duration::ZERO..=HOUR,
+        ),
         health_check: c
             .health_check
             .map(|h| operations::health_check(h, &format!("{path}.health_check"), check)),

@@ -460,6 +460,9 @@ pub struct Cluster {
     /// A request whose session names a draining server where it is not live is balanced
     /// as a new session (when the session table knows every live session).
     pub drain_rescue: bool,
+    /// A server that comes back gets a share of new sessions that ramps from 10 % to its
+    /// weight over this long (zero: at once).
+    pub slow_start: Duration,
     pub health_check: Option<HealthCheck>,
     /// Upstream statuses that count as a failure for idempotent requests: the next server
     /// is tried (mod_jk `fail_on_status`, nginx `proxy_next_upstream http_503`).

@@ -192,6 +192,8 @@ pub struct RawCluster {
     pub session_timeout: Option<String>,
     pub session_table_max: Option<usize>,
     pub drain_rescue: Option<bool>,
+    #[serde(default, deserialize_with = "duration_text")]
+    pub slow_start: Option<String>,
 }
 
 /// The admin API listener (`admin:`).

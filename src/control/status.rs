@@ -33,6 +33,7 @@ impl Control {
             .clusters
             .iter()
             .map(|r| {
+                let now = crate::routing::now_ms();
                 let sessions = r.live_sessions().map(|t| (t, t.scan()));
                 let servers: Vec<serde_json::Value> = r
                     .servers()
@@ -70,6 +71,7 @@ impl Control {
                             "state": state_name(s.live.state()),
                             "health": health,
                             "weight": s.live.weight(),
+                            "effective_weight": (r.effective_weight(&s.live, now) * 100.0).round() / 100.0,
                             "backup": s.config.backup,
                             "inflight": s.live.inflight(),
                             "requests": s.live.requests(),

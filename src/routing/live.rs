@@ -27,6 +27,9 @@ pub struct ServerLive {
     failures: AtomicU64,
     /// State or weight was changed at run time (admin API): a reload keeps them.
     runtime_override: AtomicBool,
+    /// `now_ms() + 1` when the server last came back (health recovered, activated, added
+    /// by a reload), for `slow_start`; 0 when it has not.
+    back_since: AtomicU64,
 }
 
 fn encode(state: ServerState) -> u8 {
@@ -55,6 +58,20 @@ impl ServerLive {
             requests: AtomicU64::new(0),
             failures: AtomicU64::new(0),
             runtime_override: AtomicBool::new(false),
+            back_since: AtomicU64::new(0),
+        }
+    }
+
+    /// The server came back at `now` (ms): `slow_start` ramps its share from here.
+    pub fn came_back(&self, now: u64) {
+        self.back_since.store(now + 1, Relaxed);
+    }
+
+    /// When the server last came back (ms), if it has.
+    pub fn back_since(&self) -> Option<u64> {
+        match self.back_since.load(Relaxed) {
+            0 => None,
+            t => Some(t - 1),
         }
     }
 
@@ -63,7 +80,10 @@ impl ServerLive {
     }
 
     pub fn set_state(&self, state: ServerState) {
-        self.state.store(encode(state), Relaxed);
+        let before = decode(self.state.swap(encode(state), Relaxed));
+        if state == ServerState::Active && before != ServerState::Active {
+            self.came_back(super::now_ms());
+        }
     }
 
     pub fn weight(&self) -> u32 {
@@ -119,7 +139,11 @@ impl ServerLive {
 
     /// Marks the server up; true when it was down before.
     pub fn mark_up(&self) -> bool {
-        self.down_since.swap(0, Relaxed) != 0
+        let was_down = self.down_since.swap(0, Relaxed) != 0;
+        if was_down {
+            self.came_back(super::now_ms());
+        }
+        was_down
     }
 
     /// Is the server usable at `now`? A down server whose `recover_after` has passed lets

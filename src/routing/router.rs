@@ -2,6 +2,7 @@
 
 pub mod learn;
 mod pick;
+mod ramp;
 mod track;
 
 use super::decision::Decision;
@@ -94,6 +95,8 @@ pub struct ClusterRouter {
     sessions: Option<Arc<LiveSessions>>,
     /// `drain_rescue`: stale sessions of draining servers are balanced as new ones.
     drain_rescue: bool,
+    /// `slow_start` in ms (0: off).
+    slow_start_ms: u64,
 }
 
 impl ClusterRouter {
@@ -116,6 +119,8 @@ impl ClusterRouter {
                         // Added by a reload to a checked cluster: its checks say when it is up.
                         if previous.is_some() && cfg.health_check.is_some() {
                             live.start_down(super::now_ms());
+                        } else if previous.is_some() {
+                            live.came_back(super::now_ms());
                         }
                         live
                     }
@@ -200,6 +205,7 @@ impl ClusterRouter {
             cursor: AtomicU64::new(0),
             sessions,
             drain_rescue: cfg.drain_rescue,
+            slow_start_ms: cfg.slow_start.as_millis() as u64,
         }
     }
 

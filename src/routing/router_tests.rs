@@ -79,6 +79,7 @@ fn cluster(names: &[&str]) -> Cluster {
         session_timeout: Duration::from_secs(1800),
         session_table_max: 1_000,
         drain_rescue: false,
+        slow_start: Duration::ZERO,
         health_check: None,
         fail_on_status: vec![],
         plugins: vec![],

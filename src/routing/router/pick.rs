@@ -1,5 +1,6 @@
 //! The decision rules for one request, over one cluster router (DESIGN section 2).
 
+use super::ramp::admits;
 use super::{ClusterRouter, Pool, ServerSlot};
 use crate::config::{Balance, ServerState, SessionStyle};
 use crate::routing::decision::{Decision, Outcome, Reject};
@@ -320,11 +321,22 @@ impl Pick<'_> {
                 at - 1
             }
         };
+        // Slow start: a ramping server is taken by chance (its share of its weight);
+        // when chance passes over every server, the plain pick stands.
+        let ramped = |i: usize| self.dry || admits(r.ramp(&self.slot(i).live, self.now));
         let mut pick = |pool: &Pool| match r.balance {
-            Balance::Weighted => pool
-                .schedule
-                .pick(&mut next, |m| self.new_ok(pool.members[m]))
-                .map(|m| pool.members[m]),
+            Balance::Weighted => {
+                let mut weighted = |ok: &dyn Fn(usize) -> bool| {
+                    pool.schedule
+                        .pick(&mut next, |m| ok(pool.members[m]))
+                        .map(|m| pool.members[m])
+                };
+                match r.slow_start_ms {
+                    0 => weighted(&|i| self.new_ok(i)),
+                    _ => weighted(&|i| ramped(i) && self.new_ok(i))
+                        .or_else(|| weighted(&|i| self.new_ok(i))),
+                }
+            }
             Balance::LeastInflight => self.least_inflight(pool, next()),
         };
         match pick(&r.primaries).or_else(|| pick(&r.backups)) {
@@ -346,7 +358,9 @@ impl Pick<'_> {
                 continue;
             }
             let live = &self.slot(i).live;
-            let (load, weight) = (live.inflight(), live.weight().max(1) as u64);
+            // Per unit of weight, the ramp's share of it during a slow start (in thousandths).
+            let ramp = (self.router.ramp(live, self.now) * 1000.0) as u64;
+            let (load, weight) = (live.inflight(), (live.weight() as u64 * ramp).max(1));
             if best.is_none_or(|(_, bl, bw)| load * bw < bl * weight) {
                 best = Some((i, load, weight));
             }
