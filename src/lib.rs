@@ -25,6 +25,7 @@ pub mod reload;
 pub mod routes;
 pub mod routing;
 pub mod service;
+pub mod session_counter;
 pub mod sim;
 pub mod snapshot;
 pub mod tls;

@@ -160,6 +160,14 @@ pub fn build_server(
         .shared_state
         .clone()
         .map(|s| crate::fleet::Fleet::new(s, config.state_dir.as_deref()));
+    if config
+        .clusters
+        .iter()
+        .any(|c| c.balance == crate::config::Balance::Sessions)
+    {
+        let counter = crate::session_counter::SessionCounter::new(snapshot.clone());
+        server.add_service(background_service("session counts", counter));
+    }
     if config.clusters.iter().any(|c| c.health_check.is_some()) {
         let checker = HealthChecker::new(snapshot.clone()).with_fleet(fleet.clone());
         server.add_service(background_service("health checks", checker));

@@ -321,3 +321,58 @@ fn drain_rescue_is_refused_where_it_cannot_know() {
         assert!(err.contains("drain_rescue") && err.contains(why), "{err}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn balance_by_sessions_evens_out_a_skewed_cluster() {
+    let sims = tomcats(2).await;
+    let t = Tether::start_with(Opts {
+        cluster: cluster_yaml("    balance: sessions\n", &sims),
+        admin: true,
+        ..Opts::default()
+    });
+    // tc2 is away while 20 sessions are made: all on tc1.
+    let (status, _) = t
+        .admin("POST", "/clusters/shop/servers/tc2/stop", None, b"")
+        .await;
+    assert_eq!(status, 200);
+    let skewed = common::new_sessions(&t, 20).await;
+    assert_eq!(skewed.get("tc1"), Some(&20));
+    t.admin("POST", "/clusters/shop/servers/tc2/activate", None, b"")
+        .await;
+    // New sessions go to the emptier server until the two are even, then alternate.
+    let catch_up = common::new_sessions(&t, 20).await;
+    assert_eq!(catch_up.get("tc2"), Some(&20), "{catch_up:?}");
+    let even = common::new_sessions(&t, 40).await;
+    let (a, b) = (
+        even.get("tc1").copied().unwrap_or(0),
+        even.get("tc2").copied().unwrap_or(0),
+    );
+    assert!(a.abs_diff(b) <= 2, "{even:?}");
+    let (_, json) = t.admin("GET", "/status", None, b"").await;
+    let (l1, l2) = (live(&json, "tc1").0, live(&json, "tc2").0);
+    assert!(l1.abs_diff(l2) <= 2 && l1 + l2 == 80, "{json}");
+}
+
+#[test]
+fn balance_by_sessions_needs_the_count() {
+    let dir = common::scratch_dir("balance-sessions-config");
+    let conf = dir.join("tether.yaml");
+    std::fs::write(
+        &conf,
+        "listeners:\n  - { name: web, address: \"127.0.0.1:1\", cluster: shop }\n\
+         clusters:\n  - name: shop\n    balance: sessions\n    session_table_max: 0\n    servers:\n\
+         \x20     - { name: a, address: \"127.0.0.1:2\" }\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(common::tether_bin())
+        .args(["-t", "-c"])
+        .arg(&conf)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("clusters[0].balance") && err.contains("needs the live session count"),
+        "{err}"
+    );
+}

@@ -110,6 +110,12 @@ pub(super) fn cluster(
             format!("must be between 0 (not counted) and {SESSION_TABLE_MAX_LIMIT}"),
         );
     }
+    if c.balance == Some(Balance::Sessions) && (session_table_max == 0 || c.sticky == Some(false)) {
+        check.err(
+            format!("{path}.balance"),
+            "`sessions` needs the live session count (a sticky cluster with session_table_max above 0)",
+        );
+    }
     let drain_rescue = c.drain_rescue.unwrap_or(false);
     if drain_rescue && (session_table_max == 0 || c.sticky == Some(false)) {
         check.err(

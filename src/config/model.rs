@@ -416,6 +416,9 @@ pub enum Balance {
     Weighted,
     /// Fewest requests in flight relative to weight.
     LeastInflight,
+    /// Fewest live sessions relative to weight (two servers drawn at random, the emptier
+    /// taken; ties by requests in flight).
+    Sessions,
 }
 
 /// Administrative state of a server.

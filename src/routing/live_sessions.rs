@@ -65,6 +65,9 @@ pub struct LiveSessions {
     created: Box<[AtomicU64]>,
     /// Stale sessions of a draining server balanced as new ones (`drain_rescue`), per server.
     rescued: Box<[AtomicU64]>,
+    /// Live sessions per server as of the last scan, plus those created since
+    /// (`balance: sessions` reads them on the request path).
+    counts: Box<[AtomicU64]>,
     /// Live entries evicted for want of room, and when the last one was (seconds, +1).
     evicted: AtomicU64,
     last_eviction: AtomicU32,
@@ -129,6 +132,9 @@ impl LiveSessions {
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             rescued: (0..servers.min(MAX_SERVERS))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            counts: (0..servers.min(MAX_SERVERS))
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             evicted: AtomicU64::new(0),
@@ -219,7 +225,13 @@ impl LiveSessions {
 
     fn created(&self, server: usize) -> Touch {
         self.created[server].fetch_add(1, Relaxed);
+        self.counts[server].fetch_add(1, Relaxed);
         Touch::New
+    }
+
+    /// `server`'s live sessions as of the last scan, plus those created since.
+    pub fn live_count(&self, server: usize) -> u64 {
+        self.counts.get(server).map_or(0, |c| c.load(Relaxed))
     }
 
     /// Is session `key` live on `server`?
@@ -246,7 +258,8 @@ impl LiveSessions {
         watched && (evicted == 0 || self.age(evicted, now) >= self.timeout_s)
     }
 
-    /// Live sessions per server now, clearing expired slots on the way.
+    /// Live sessions per server now, clearing expired slots on the way; the counts
+    /// [`Self::live_count`] reads are set from it.
     pub fn scan(&self) -> Vec<ServerSessions> {
         let now = self.now();
         let mut out = vec![ServerSessions::default(); self.created.len()];
@@ -265,6 +278,9 @@ impl LiveSessions {
                 let left = self.timeout_s - self.age(seen_of(v), now);
                 s.empty_in_s = s.empty_in_s.max(left);
             }
+        }
+        for (count, s) in self.counts.iter().zip(&out) {
+            count.store(s.live, Relaxed);
         }
         out
     }

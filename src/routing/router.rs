@@ -219,6 +219,11 @@ impl ClusterRouter {
         self.session_header.as_ref()
     }
 
+    /// Does it balance new sessions by live sessions (`balance: sessions`)?
+    pub fn balances_by_sessions(&self) -> bool {
+        self.balance == Balance::Sessions && self.sessions.is_some()
+    }
+
     /// Does the cluster route by session (`sticky`)?
     pub fn is_sticky(&self) -> bool {
         self.sticky

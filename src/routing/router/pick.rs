@@ -1,6 +1,6 @@
 //! The decision rules for one request, over one cluster router (DESIGN section 2).
 
-use super::ramp::admits;
+use super::ramp::{admits, chance};
 use super::{ClusterRouter, Pool, ServerSlot};
 use crate::config::{Balance, ServerState, SessionStyle};
 use crate::routing::decision::{Decision, Outcome, Reject};
@@ -338,6 +338,7 @@ impl Pick<'_> {
                 }
             }
             Balance::LeastInflight => self.least_inflight(pool, next()),
+            Balance::Sessions => self.fewest_sessions(pool, next()),
         };
         match pick(&r.primaries).or_else(|| pick(&r.backups)) {
             Some(server) => Decision::Route {
@@ -346,6 +347,45 @@ impl Pick<'_> {
             },
             None => Decision::Reject(Reject::NoServer),
         }
+    }
+
+    /// Fewest live sessions per unit of weight, of two servers drawn at random from those
+    /// that can take a new session (power of two choices: no herd on the emptiest while the
+    /// counts catch up); ties by requests in flight. `k` draws in a dry look.
+    fn fewest_sessions(&self, pool: &Pool, k: u64) -> Option<usize> {
+        let Some(table) = self.router.sessions.as_ref() else {
+            return self.least_inflight(pool, k);
+        };
+        let n = pool.members.len();
+        if n == 0 {
+            return None;
+        }
+        let draw = |salt: u64| match self.dry {
+            true => (k.wrapping_mul(0x9E37_79B9).wrapping_add(salt) % n as u64) as usize,
+            false => (chance() * n as f64) as usize % n,
+        };
+        // Two distinct candidates that could take it; the walk from a draw finds one.
+        let from = |start: usize, skip: Option<usize>| {
+            (0..n)
+                .map(|step| pool.members[(start + step) % n])
+                .find(|&i| Some(i) != skip && self.could_take_new(i))
+        };
+        let a = from(draw(0), None)?;
+        let b = from(draw(1), Some(a)).unwrap_or(a);
+        let load = |i: usize| {
+            let live = &self.slot(i).live;
+            let ramp = (self.router.ramp(live, self.now) * 1000.0) as u64;
+            let weight = (live.weight() as u64 * ramp).max(1);
+            (table.live_count(i), live.inflight(), weight)
+        };
+        let ((sa, fa, wa), (sb, fb, wb)) = (load(a), load(b));
+        let (first, second) = match (sa * wb).cmp(&(sb * wa)) {
+            std::cmp::Ordering::Less => (a, b),
+            std::cmp::Ordering::Greater => (b, a),
+            std::cmp::Ordering::Equal if fa * wb <= fb * wa => (a, b),
+            std::cmp::Ordering::Equal => (b, a),
+        };
+        [first, second].into_iter().find(|&i| self.new_ok(i))
     }
 
     /// Fewest in-flight requests per unit of weight; ties go round robin from `k`.

@@ -37,7 +37,7 @@ pub(super) fn admits(ramp: f64) -> bool {
 }
 
 /// A number in [0, 1) from this thread's xorshift generator (no lock, no system call).
-fn chance() -> f64 {
+pub(super) fn chance() -> f64 {
     thread_local! {
         static STATE: Cell<u64> = Cell::new({
             let seed = Cell::new(0u8);
