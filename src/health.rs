@@ -202,6 +202,7 @@ fn apply(
         Ok(()) => {
             streak.passes += 1;
             streak.failures = 0;
+            slot.live.end_ejection();
             if streak.passes >= hc.rise && slot.live.mark_up() {
                 info!(
                     "cluster {cluster} server {name}: health check passed {} times: up",

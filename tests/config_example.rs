@@ -83,6 +83,7 @@ fn the_example_config_parses_to_what_it_documents() {
             session_table_max: DEFAULT_SESSION_TABLE_MAX,
             drain_rescue: false,
             slow_start: Duration::ZERO,
+            outlier: None,
             health_check: Some(HealthCheck {
                 kind: HealthCheckKind::Http,
                 path: "/health".into(),

@@ -164,6 +164,24 @@ pub(super) fn cluster(
         session_timeout,
         session_table_max: session_table_max.min(SESSION_TABLE_MAX_LIMIT),
         drain_rescue,
+        outlier: c.outlier.as_ref().map(|o| Outlier {
+            consecutive_5xx: check.count(
+                format!("{path}.outlier.consecutive_5xx"),
+                o.consecutive_5xx.unwrap_or(5),
+                1..=1000,
+            ),
+            ejection: check.duration(
+                format!("{path}.outlier.ejection"),
+                o.ejection.as_deref(),
+                Duration::from_secs(30),
+                Duration::from_secs(1)..=HOUR,
+            ),
+            max_ejected_percent: check.count(
+                format!("{path}.outlier.max_ejected_percent"),
+                o.max_ejected_percent.unwrap_or(50),
+                1..=100,
+            ),
+        }),
         slow_start: check.duration(
             format!("{path}.slow_start"),
             c.slow_start.as_deref(),

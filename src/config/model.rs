@@ -408,6 +408,17 @@ pub enum SessionStyle {
     Websphere,
 }
 
+/// `clusters[].outlier`: a server whose answers are 5xx `consecutive_5xx` times in a row
+/// takes no new sessions for `ejection` (longer each time it happens again, up to ten
+/// times as long); its own sessions still reach it, and if they keep failing it is marked
+/// down. Never more than `max_ejected_percent` of the servers are ejected at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outlier {
+    pub consecutive_5xx: u32,
+    pub ejection: Duration,
+    pub max_ejected_percent: u32,
+}
+
 /// How new sessions are spread over servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -466,6 +477,8 @@ pub struct Cluster {
     /// A server that comes back gets a share of new sessions that ramps from 10 % to its
     /// weight over this long (zero: at once).
     pub slow_start: Duration,
+    /// Ejection from new sessions of a server that keeps answering 5xx (`outlier`).
+    pub outlier: Option<Outlier>,
     pub health_check: Option<HealthCheck>,
     /// Upstream statuses that count as a failure for idempotent requests: the next server
     /// is tried (mod_jk `fail_on_status`, nginx `proxy_next_upstream http_503`).

@@ -194,6 +194,17 @@ pub struct RawCluster {
     pub drain_rescue: Option<bool>,
     #[serde(default, deserialize_with = "duration_text")]
     pub slow_start: Option<String>,
+    pub outlier: Option<RawOutlier>,
+}
+
+/// `clusters[].outlier`: ejection from new sessions of a server that keeps failing.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOutlier {
+    pub consecutive_5xx: Option<u32>,
+    #[serde(default, deserialize_with = "duration_text")]
+    pub ejection: Option<String>,
+    pub max_ejected_percent: Option<u32>,
 }
 
 /// The admin API listener (`admin:`).

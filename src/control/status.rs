@@ -71,6 +71,7 @@ impl Control {
                             "state": state_name(s.live.state()),
                             "health": health,
                             "weight": s.live.weight(),
+                            "ejected_for_seconds": s.live.ejected_until(now).map(|until| until.saturating_sub(now) / 1000),
                             "effective_weight": (r.effective_weight(&s.live, now) * 100.0).round() / 100.0,
                             "backup": s.config.backup,
                             "inflight": s.live.inflight(),

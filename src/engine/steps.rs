@@ -289,6 +289,9 @@ impl Engine {
             let server = if ctx.rejected.is_some() { None } else { server };
             m.request_done(server, status, duration.as_secs_f64());
         }
+        if let (Some(router), Some(i), None) = (&ctx.router, server, ctx.rejected) {
+            router.observe(i, status, crate::routing::now_ms());
+        }
         proxy::plugins::log(ctx, status, server);
         if let Some(log) = &self.access_log {
             log.log(record(c, ctx, status, duration, server));

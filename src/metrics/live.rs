@@ -25,6 +25,8 @@ struct Families {
     created: IntCounterVec,
     sessions_evicted: IntCounterVec,
     rescued: IntCounterVec,
+    ejected: IntGaugeVec,
+    ejections: IntCounterVec,
 }
 
 /// A Prometheus collector over the current routing snapshot.
@@ -94,6 +96,16 @@ impl LiveCollector {
                 "Requests whose session named this draining server, where it was not live, balanced as new sessions (drain_rescue).",
                 server,
             ),
+            ejected: gauge(
+                "tether_server_ejected",
+                "1 while the server takes no new sessions after answering 5xx in a row (outlier), else 0.",
+                server,
+            ),
+            ejections: counter(
+                "tether_outlier_ejections_total",
+                "Servers ejected from new sessions for answering 5xx in a row (outlier).",
+                &["cluster"],
+            ),
             sessions_evicted: counter(
                 "tether_live_sessions_evicted_total",
                 "Live sessions dropped from a full session table (counts then undercount).",
@@ -114,6 +126,8 @@ impl LiveCollector {
             families.created.desc(),
             families.sessions_evicted.desc(),
             families.rescued.desc(),
+            families.ejected.desc(),
+            families.ejections.desc(),
         ]
         .into_iter()
         .flatten()
@@ -142,6 +156,7 @@ impl Collector for LiveCollector {
             &f.table_size,
             &f.live_sessions,
             &f.empty_in,
+            &f.ejected,
         ];
         all.iter().for_each(|v| v.reset());
         let counters = [
@@ -151,6 +166,7 @@ impl Collector for LiveCollector {
             &f.created,
             &f.sessions_evicted,
             &f.rescued,
+            &f.ejections,
         ];
         counters.iter().for_each(|v| v.reset());
         let snapshot = self.snapshot.load();
@@ -176,7 +192,13 @@ impl Collector for LiveCollector {
                 f.inflight
                     .with_label_values(&[c, name])
                     .set(s.live.inflight() as i64);
+                f.ejected
+                    .with_label_values(&[c, name])
+                    .set(s.live.ejected(crate::routing::now_ms()) as i64);
             }
+            f.ejections
+                .with_label_values(&[c])
+                .inc_by(router.ejections());
             if let Some(t) = router.live_sessions() {
                 for (i, counts) in t.scan().iter().enumerate() {
                     let name = router.servers()[i].config.name.as_str();

@@ -30,6 +30,12 @@ pub struct ServerLive {
     /// `now_ms() + 1` when the server last came back (health recovered, activated, added
     /// by a reload), for `slow_start`; 0 when it has not.
     back_since: AtomicU64,
+    /// Answers 5xx in a row (`outlier`).
+    fails_5xx: AtomicU32,
+    /// `now_ms() + 1` until which the server takes no new session (`outlier`); 0: never was.
+    ejected_until: AtomicU64,
+    /// Ejections in a row, for their growing length.
+    ejections: AtomicU32,
 }
 
 fn encode(state: ServerState) -> u8 {
@@ -59,7 +65,61 @@ impl ServerLive {
             failures: AtomicU64::new(0),
             runtime_override: AtomicBool::new(false),
             back_since: AtomicU64::new(0),
+            fails_5xx: AtomicU32::new(0),
+            ejected_until: AtomicU64::new(0),
+            ejections: AtomicU32::new(0),
         }
+    }
+
+    /// Counts an answer: the 5xx answers in a row so far (0 after any other).
+    pub fn count_answer(&self, status: u16) -> u32 {
+        if status >= 500 {
+            return self.fails_5xx.fetch_add(1, Relaxed) + 1;
+        }
+        // Written only when there is something to clear: most answers touch nothing.
+        if self.fails_5xx.load(Relaxed) != 0 {
+            self.fails_5xx.store(0, Relaxed);
+        }
+        0
+    }
+
+    /// Starts counting 5xx answers in a row again.
+    pub fn reset_5xx(&self) {
+        self.fails_5xx.store(0, Relaxed);
+    }
+
+    /// Is the server ejected from new sessions at `now` (ms)?
+    pub fn ejected(&self, now: u64) -> bool {
+        let until = self.ejected_until.load(Relaxed);
+        until != 0 && now < until - 1
+    }
+
+    /// Ejects the server from new sessions from `now` for `base` times the ejections in a
+    /// row (at most ten); a server that stayed clear for ten times `base` starts again at
+    /// once. The length it got.
+    pub fn eject(&self, now: u64, base: u64) -> u64 {
+        let until = self.ejected_until.load(Relaxed);
+        if until != 0 && now > (until - 1).saturating_add(10 * base) {
+            self.ejections.store(0, Relaxed);
+        }
+        let times = (self.ejections.fetch_add(1, Relaxed) + 1).min(10) as u64;
+        let length = base * times;
+        self.ejected_until.store(now + length + 1, Relaxed);
+        length
+    }
+
+    /// Ends an ejection (a passing health check), and its count.
+    pub fn end_ejection(&self) {
+        if self.ejected_until.load(Relaxed) != 0 {
+            self.ejected_until.store(0, Relaxed);
+            self.ejections.store(0, Relaxed);
+        }
+    }
+
+    /// When the ejection ends (ms), while one lasts at `now`.
+    pub fn ejected_until(&self, now: u64) -> Option<u64> {
+        self.ejected(now)
+            .then(|| self.ejected_until.load(Relaxed) - 1)
     }
 
     /// The server came back at `now` (ms): `slow_start` ramps its share from here.

@@ -1,6 +1,7 @@
 //! One cluster's router: its servers with live state, indexes built once, and `decide`.
 
 pub mod learn;
+mod outlier;
 mod pick;
 mod ramp;
 mod track;
@@ -97,6 +98,8 @@ pub struct ClusterRouter {
     drain_rescue: bool,
     /// `slow_start` in ms (0: off).
     slow_start_ms: u64,
+    outlier: Option<crate::config::Outlier>,
+    ejections: AtomicU64,
 }
 
 impl ClusterRouter {
@@ -206,6 +209,9 @@ impl ClusterRouter {
             sessions,
             drain_rescue: cfg.drain_rescue,
             slow_start_ms: cfg.slow_start.as_millis() as u64,
+            outlier: cfg.outlier,
+            // Carried over so that the counter never goes back at a reload.
+            ejections: AtomicU64::new(previous.map_or(0, |p| p.ejections())),
         }
     }
 

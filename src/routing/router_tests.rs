@@ -80,6 +80,7 @@ fn cluster(names: &[&str]) -> Cluster {
         session_table_max: 1_000,
         drain_rescue: false,
         slow_start: Duration::ZERO,
+        outlier: None,
         health_check: None,
         fail_on_status: vec![],
         plugins: vec![],

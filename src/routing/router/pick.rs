@@ -67,7 +67,10 @@ impl Pick<'_> {
     /// May `i` take a new session? (active and up)
     fn new_ok(&self, i: usize) -> bool {
         let live = &self.slot(i).live;
-        !self.tried.contains(i) && live.state() == ServerState::Active && self.up(live)
+        !self.tried.contains(i)
+            && live.state() == ServerState::Active
+            && !live.ejected(self.now)
+            && self.up(live)
     }
 
     /// Like [`Self::new_ok`] but without claiming a recovery probe.
@@ -75,6 +78,7 @@ impl Pick<'_> {
         let live = &self.slot(i).live;
         !self.tried.contains(i)
             && live.state() == ServerState::Active
+            && !live.ejected(self.now)
             && live.could_take(self.now, self.router.recover_after_ms)
     }
 
