@@ -349,6 +349,25 @@ async fn drain_and_stop_a_real_tomcat_through_the_admin_api() {
         b.start_session(&at).await;
     }
     assert_eq!(tally(&browsers).len(), 3, "{:?}", tally(&browsers));
+    // tether's live sessions per server are Tomcat's own count.
+    let (_, status) = t.admin("GET", "/status", None, b"").await;
+    for tc in tomcats.iter() {
+        let tomcat = tc.active_sessions().await;
+        let row = status["clusters"][0]["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == tc.route())
+            .unwrap()
+            .clone();
+        assert_eq!(
+            row["sessions"]["live"],
+            tomcat,
+            "{}: tether {row}, Tomcat {tomcat}",
+            tc.route()
+        );
+        assert!(tomcat > 0);
+    }
 
     // Drain tc2: its sessions stay, new sessions avoid it.
     let (status, json) = t

@@ -38,6 +38,13 @@ scheme=<%= request.getScheme() %>
 link=<%= response.encodeURL("/index.jsp") %>
 "#;
 
+/// Tomcat's own count of the sessions it holds (its session manager's `activeSessions`,
+/// read through JMX), without making one.
+const SESSIONS_JSP: &str = r#"<%@ page contentType="text/plain; charset=UTF-8" session="false" trimDirectiveWhitespaces="true" import="java.lang.management.ManagementFactory,javax.management.ObjectName" %>
+jvmRoute=<%= application.getInitParameter("jvmRoute") %>
+active=<%= ManagementFactory.getPlatformMBeanServer().getAttribute(new ObjectName("Catalina:type=Manager,host=localhost,context=/"), "activeSessions") %>
+"#;
+
 /// A running Tomcat JVM; killed when dropped.
 pub struct RealTomcat {
     route: String,
@@ -121,6 +128,7 @@ impl RealTomcat {
         )
         .unwrap();
         std::fs::write(base.join("webapps/ROOT/index.jsp"), INDEX_JSP).unwrap();
+        std::fs::write(base.join("webapps/ROOT/sessions.jsp"), SESSIONS_JSP).unwrap();
         let mut t = RealTomcat {
             route: route.to_string(),
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -268,6 +276,17 @@ impl RealTomcat {
         }
     }
 
+    /// The sessions Tomcat holds now, by its own count (`/sessions.jsp`, asked directly).
+    pub async fn active_sessions(&self) -> u64 {
+        let mut c = tether::sim::HttpClient::new(self.addr);
+        let resp = c.get("/sessions.jsp", &[]).await.expect("sessions.jsp");
+        let text = String::from_utf8_lossy(&resp.body).into_owned();
+        text.lines()
+            .find_map(|l| l.strip_prefix("active="))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no count in {text:?}"))
+    }
+
     /// What the JVM wrote to stdout and stderr (Tomcat logs to the console too).
     pub fn console(&self) -> String {
         std::fs::read_to_string(self.base.join("logs/console.log")).unwrap_or_default()
@@ -308,7 +327,8 @@ fn java() -> PathBuf {
 fn get_page(addr: SocketAddr) -> Option<String> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-    s.write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+    // A page that makes no session: Tomcat's session count is then tether's to check.
+    s.write_all(b"GET /sessions.jsp HTTP/1.0\r\nHost: localhost\r\n\r\n")
         .ok()?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).ok()?;
