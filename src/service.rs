@@ -111,6 +111,10 @@ pub fn build_server(
         s.upstream_tls = upstream_tls.clone().into();
         s
     };
+    if let Some(s) = &config.shared_state {
+        // Session tables hash alike across the fleet and keep sketches for its count.
+        crate::routing::join_fleet(&s.key_prefix);
+    }
     let snapshot: SharedSnapshot = Arc::new(ArcSwap::from_pointee(with_tls(Snapshot::build(
         &config, None,
     ))));

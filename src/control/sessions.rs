@@ -38,9 +38,11 @@ impl Control {
         let state = router.servers()[index].live.state();
         Ok(router.live_sessions().map(|t| {
             let counts = t.scan().get(index).copied().unwrap_or_default();
+            // In a fleet, the fleet's count (sessions other instances served too).
+            let fleet = t.sketch().and_then(|s| s.fleet(index)).map_or(0, |f| f.0);
             SessionsNow {
                 state,
-                live: counts.live,
+                live: counts.live.max(fleet),
                 empty_in_s: counts.empty_in_s,
                 knows_all: t.knows_all(t.now()),
             }

@@ -61,6 +61,7 @@ impl Control {
                                 "empty_by": (c.live > 0).then(|| empty_by(c.empty_in_s)),
                                 "created": table.created_total(i),
                                 "rescued": table.rescued_total(i),
+                                "fleet_live": table.sketch().and_then(|s| s.fleet(i)).map(|(n, _)| n),
                             })
                         });
                         serde_json::json!({

@@ -49,6 +49,11 @@ impl Keys {
         format!("{}instances", self.prefix)
     }
 
+    /// The fleet's HyperLogLog of the sessions `cluster/server` served in wall `minute`.
+    pub fn sessions(&self, cluster: &str, server: &str, minute: u64) -> String {
+        format!("{}sessions:{cluster}:{server}:{minute}", self.prefix)
+    }
+
     pub fn epoch(&self) -> String {
         format!("{}epoch", self.prefix)
     }

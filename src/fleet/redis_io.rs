@@ -210,6 +210,52 @@ impl Redis {
         }
     }
 
+    /// Merges `dense` (a HyperLogLog in Redis's dense form) into `key` through `tmp`, and
+    /// makes `key` expire in `ttl_s`.
+    pub async fn merge_hll(
+        &mut self,
+        key: &str,
+        tmp: &str,
+        dense: &[u8],
+        ttl_s: u64,
+    ) -> Result<(), Failure> {
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("SET")
+            .arg(tmp)
+            .arg(dense)
+            .arg("PX")
+            .arg(60_000)
+            .ignore()
+            .cmd("PFMERGE")
+            .arg(key)
+            .arg(tmp)
+            .ignore()
+            .cmd("DEL")
+            .arg(tmp)
+            .ignore()
+            .cmd("EXPIRE")
+            .arg(key)
+            .arg(ttl_s)
+            .ignore();
+        match tokio::time::timeout(self.timeout, pipe.query_async::<()>(&mut self.con)).await {
+            Ok(r) => Ok(r?),
+            Err(_) => Err(Failure::Link(format!(
+                "no answer within {:?}",
+                self.timeout
+            ))),
+        }
+    }
+
+    /// The union's cardinality of the HyperLogLogs at `keys` (absent ones count as empty).
+    pub async fn count_hll(&mut self, keys: &[String]) -> Result<u64, Failure> {
+        let mut cmd = redis::cmd("PFCOUNT");
+        for k in keys {
+            cmd.arg(k);
+        }
+        self.run(&cmd).await
+    }
+
     pub async fn ping(&mut self) -> Result<(), Failure> {
         self.run::<String>(&redis::cmd("PING")).await.map(drop)
     }

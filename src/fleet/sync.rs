@@ -276,6 +276,14 @@ impl FleetSync {
                     }
                     ticks += 1;
                     if ticks.is_multiple_of(HEARTBEAT_TICKS) {
+                        if let Err(e) = self.sync_sessions(&mut redis).await {
+                            match e {
+                                super::redis_io::Failure::Link(_) => return lost(e, true),
+                                super::redis_io::Failure::Data(why) => {
+                                    log::warn!("fleet: session counts: {why}");
+                                }
+                            }
+                        }
                         if let Err(e) = self.heartbeat(&mut redis).await {
                             return lost(e, true);
                         }

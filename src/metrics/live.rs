@@ -26,6 +26,7 @@ struct Families {
     sessions_evicted: IntCounterVec,
     rescued: IntCounterVec,
     ejected: IntGaugeVec,
+    fleet_live: IntGaugeVec,
     ejections: IntCounterVec,
 }
 
@@ -96,6 +97,11 @@ impl LiveCollector {
                 "Requests whose session named this draining server, where it was not live, balanced as new sessions (drain_rescue).",
                 server,
             ),
+            fleet_live: gauge(
+                "tether_server_fleet_live_sessions",
+                "In a fleet: sessions live on the server counting every instance (Redis HyperLogLogs, minute resolution).",
+                server,
+            ),
             ejected: gauge(
                 "tether_server_ejected",
                 "1 while the server takes no new sessions after answering 5xx in a row (outlier), else 0.",
@@ -127,6 +133,7 @@ impl LiveCollector {
             families.sessions_evicted.desc(),
             families.rescued.desc(),
             families.ejected.desc(),
+            families.fleet_live.desc(),
             families.ejections.desc(),
         ]
         .into_iter()
@@ -157,6 +164,7 @@ impl Collector for LiveCollector {
             &f.live_sessions,
             &f.empty_in,
             &f.ejected,
+            &f.fleet_live,
         ];
         all.iter().for_each(|v| v.reset());
         let counters = [
@@ -214,6 +222,9 @@ impl Collector for LiveCollector {
                     f.rescued
                         .with_label_values(&[c, name])
                         .inc_by(t.rescued_total(i));
+                    if let Some((n, _)) = t.sketch().and_then(|s| s.fleet(i)) {
+                        f.fleet_live.with_label_values(&[c, name]).set(n as i64);
+                    }
                 }
                 f.sessions_evicted
                     .with_label_values(&[c])

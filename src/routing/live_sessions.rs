@@ -15,6 +15,21 @@
 //! window.
 
 use super::clock::now_ms;
+use super::session_sketch::{wall_minute, SessionSketch};
+
+/// In a fleet, every instance hashes session ids with these seeds (from the fleet's key
+/// prefix), so that their sketches of one session agree.
+static FLEET_SEEDS: once_cell::sync::OnceCell<[u64; 4]> = once_cell::sync::OnceCell::new();
+
+/// Makes this process a fleet member for session counting: tables made from now on hash
+/// alike across the fleet and keep sketches for the fleet's count (at start, before the
+/// first snapshot).
+pub fn join_fleet(key_prefix: &str) {
+    let base = ahash::RandomState::with_seeds(0x7e7e, 0x5e55, 0x1d5, 0xf1ee7).hash_one(key_prefix);
+    let seed =
+        |i: u64| base.rotate_left(16 * i as u32) ^ 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(i + 1);
+    let _ = FLEET_SEEDS.set([seed(0), seed(1), seed(2), seed(3)]);
+}
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
@@ -60,6 +75,8 @@ pub struct LiveSessions {
     hasher: ahash::RandomState,
     /// When it was made ([`now_ms`]).
     made_ms: u64,
+    /// In a fleet: the sessions served per server and minute, for the fleet's count.
+    sketch: Option<SessionSketch>,
     timeout_s: u64,
     /// Sessions created, per server (since start).
     created: Box<[AtomicU64]>,
@@ -125,7 +142,15 @@ impl LiveSessions {
             capacity,
             slots: zeroed(slots),
             mask: slots - 1,
-            hasher: ahash::RandomState::new(),
+            hasher: match FLEET_SEEDS.get() {
+                Some(&[a, b, c, d]) => ahash::RandomState::with_seeds(a, b, c, d),
+                None => ahash::RandomState::new(),
+            },
+            sketch: FLEET_SEEDS.get().map(|_| {
+                let s = SessionSketch::new(servers.min(MAX_SERVERS));
+                s.prepare(wall_minute(now_ms()));
+                s
+            }),
             made_ms: now_ms(),
             timeout_s: timeout_s.clamp(1, SEEN_MOD / 2),
             created: (0..servers.min(MAX_SERVERS))
@@ -229,9 +254,28 @@ impl LiveSessions {
         Touch::New
     }
 
-    /// `server`'s live sessions as of the last scan, plus those created since.
+    /// `server`'s live sessions as of the last scan, plus those created since; in a fleet,
+    /// the fleet's count when it is larger.
     pub fn live_count(&self, server: usize) -> u64 {
-        self.counts.get(server).map_or(0, |c| c.load(Relaxed))
+        let here = self.counts.get(server).map_or(0, |c| c.load(Relaxed));
+        let fleet = self
+            .sketch
+            .as_ref()
+            .and_then(|s| s.fleet(server))
+            .map_or(0, |f| f.0);
+        here.max(fleet)
+    }
+
+    /// In a fleet: session `key` was served by `server` at `now_ms` ([`now_ms`]).
+    pub fn seen_in_fleet(&self, key: u64, server: usize, now_ms: u64) {
+        if let Some(s) = &self.sketch {
+            s.add(server, key, wall_minute(now_ms));
+        }
+    }
+
+    /// The fleet's sketches, in a fleet.
+    pub fn sketch(&self) -> Option<&SessionSketch> {
+        self.sketch.as_ref()
     }
 
     /// Is session `key` live on `server`?

@@ -73,12 +73,15 @@ impl ClusterRouter {
         let mut set = false;
         for header in set_cookies {
             if let Some(id) = session_cookie(header, &self.cookie) {
-                table.touch(table.key(self.base_id(id)), server, now);
+                let key = table.key(self.base_id(id));
+                table.touch(key, server, now);
+                table.seen_in_fleet(key, server, now_ms);
                 set = true;
             }
         }
         if let (Some(key), false) = (key, set) {
             table.touch(key, server, now);
+            table.seen_in_fleet(key, server, now_ms);
         }
     }
 }
