@@ -1,9 +1,10 @@
 //! What counting live sessions costs a request (issue 26, goal under 50 ns): the routing
-//! decision of a request carrying one of 10,000 or a million live sessions, with the cluster's
-//! session table on (`decide_keyed` and `track` at the response) and off
-//! (`session_table_max: 0`, `decide_with`), requests spread at random over the sessions
-//! so the table is read from memory, not cache. Prints nanoseconds per request, the
-//! difference, and the table's memory (`cargo bench --bench live_sessions`).
+//! decision of a request carrying one of 10,000 or a million live sessions, with the
+//! cluster's session table on (`decide_keyed` and `track` at the response) and off
+//! (`session_table_max: 0`, `decide_with`), and in a fleet (the per-minute sketch too);
+//! requests are spread at random over the sessions, so the table is read from memory, not
+//! cache. Prints nanoseconds per request, the difference, and the table's memory
+//! (`cargo bench --bench live_sessions`).
 
 use http::header::{HeaderMap, HeaderValue, COOKIE};
 use std::hint::black_box;
@@ -65,11 +66,14 @@ fn rss_kib() -> u64 {
 fn main() {
     // A table that stays in cache, and one that does not.
     for sessions in [10_000, 1_000_000] {
-        run(sessions);
+        run(sessions, "");
     }
+    // A fleet member also sets a register of its per-minute HyperLogLog per request.
+    tether::routing::join_fleet("bench");
+    run(1_000_000, ", in a fleet (HyperLogLog sketch too)");
 }
 
-fn run(sessions: usize) {
+fn run(sessions: usize, fleet: &str) {
     let reqs = requests(sessions);
     let walk = order(sessions, 2_000_000);
     let tried = Tried::default();
@@ -103,7 +107,9 @@ fn run(sessions: usize) {
             best[which] = best[which].min(ns);
         }
     }
-    println!("live sessions: {sessions} sessions over {SERVERS} servers, requests in random order");
+    println!(
+        "live sessions: {sessions} sessions over {SERVERS} servers, requests in random order{fleet}"
+    );
     println!("  decision, table off      {:>6.0} ns per request", best[0]);
     println!("  decision + table on      {:>6.0} ns per request", best[1]);
     let added = best[1] - best[0];

@@ -408,6 +408,8 @@ impl TetherProxy {
         ctx: &mut RequestCtx,
     ) -> FailToProxy {
         let code = respond::error_status(e);
+        // The server failed to answer (a reset, a timeout): tether answers for it.
+        ctx.upstream_failed = e.esource() == &pingora_error::ErrorSource::Upstream;
         if e.esource() == &pingora_error::ErrorSource::Downstream
             && matches!(e.etype(), ErrorType::WriteTimedout)
         {
@@ -471,7 +473,7 @@ impl TetherProxy {
             m.request_done(server, status, duration.as_secs_f64());
         }
         if let (Some(router), Some(i), None) = (&ctx.router, server, ctx.rejected) {
-            router.observe(i, status, crate::routing::now_ms());
+            router.observe(i, status, ctx.upstream_failed, crate::routing::now_ms());
         }
         plugins::log(ctx, status, server);
         if let Some(log) = &self.access_log {

@@ -92,3 +92,50 @@ async fn a_failing_server_loses_new_sessions_first_and_its_own_only_if_they_keep
         "{m}"
     );
 }
+
+/// A server that takes each request and closes the connection without a word.
+async fn mute_server() -> std::net::SocketAddr {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_fails_to_answer_is_ejected_after_consecutive_errors() {
+    let sims = tomcats(1).await;
+    let mute = mute_server().await;
+    let mut cluster = cluster_yaml(
+        "    outlier: { consecutive_5xx: 100, consecutive_errors: 2, ejection: 30s }\n",
+        &sims,
+    );
+    cluster.push_str(&format!("      - {{ name: mute, address: \"{mute}\" }}\n"));
+    let t = Tether::start_with(Opts {
+        cluster,
+        admin: true,
+        ..Opts::default()
+    });
+    let mut failed = 0;
+    for _ in 0..10 {
+        let resp = t.client().get("/", &[]).await.unwrap();
+        if resp.status != 200 {
+            assert_eq!(resp.status, 502);
+            failed += 1;
+        }
+    }
+    assert_eq!(
+        failed, 2,
+        "two failures to answer, then no new session goes there"
+    );
+    let (_, json) = t.admin("GET", "/status", None, b"").await;
+    let mute = &json["clusters"][0]["servers"][1];
+    assert!(mute["ejected_for_seconds"].as_u64().is_some(), "{json}");
+}

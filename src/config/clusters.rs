@@ -170,6 +170,11 @@ pub(super) fn cluster(
                 o.consecutive_5xx.unwrap_or(5),
                 1..=1000,
             ),
+            consecutive_errors: check.count(
+                format!("{path}.outlier.consecutive_errors"),
+                o.consecutive_errors.unwrap_or(5),
+                1..=1000,
+            ),
             ejection: check.duration(
                 format!("{path}.outlier.ejection"),
                 o.ejection.as_deref(),

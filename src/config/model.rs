@@ -415,6 +415,9 @@ pub enum SessionStyle {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outlier {
     pub consecutive_5xx: u32,
+    /// Failures to answer in a row (a reset or a timeout after connecting: tether's own
+    /// 502/504 for the server) that eject it likewise.
+    pub consecutive_errors: u32,
     pub ejection: Duration,
     pub max_ejected_percent: u32,
 }

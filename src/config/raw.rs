@@ -202,6 +202,7 @@ pub struct RawCluster {
 #[serde(deny_unknown_fields)]
 pub struct RawOutlier {
     pub consecutive_5xx: Option<u32>,
+    pub consecutive_errors: Option<u32>,
     #[serde(default, deserialize_with = "duration_text")]
     pub ejection: Option<String>,
     pub max_ejected_percent: Option<u32>,

@@ -183,14 +183,16 @@ impl Engine {
                     decision = Decision::Route { server, outcome };
                 }
                 Failure::Stale => {
+                    ctx.upstream_failed = true;
                     return self
                         .failed(c, ctx, 502, "the server closed a kept connection", req)
-                        .await
+                        .await;
                 }
                 Failure::Status if retry => decision = self.decide(c, ctx, now_ms()),
                 Failure::Status => return self.failed(c, ctx, 502, "fail_on_status", req).await,
                 Failure::Upstream(status, why) => {
-                    return self.failed(c, ctx, status, why, req).await
+                    ctx.upstream_failed = true;
+                    return self.failed(c, ctx, status, why, req).await;
                 }
                 Failure::Client(status) => return (status, false),
                 Failure::Body(stop) => return self.body_stopped(c, stop, req).await,
@@ -290,7 +292,7 @@ impl Engine {
             m.request_done(server, status, duration.as_secs_f64());
         }
         if let (Some(router), Some(i), None) = (&ctx.router, server, ctx.rejected) {
-            router.observe(i, status, crate::routing::now_ms());
+            router.observe(i, status, ctx.upstream_failed, crate::routing::now_ms());
         }
         proxy::plugins::log(ctx, status, server);
         if let Some(log) = &self.access_log {

@@ -52,6 +52,8 @@ pub struct RequestCtx {
     pub client: Option<std::net::IpAddr>,
     /// The key of the session the decision went by, when the cluster counts live sessions.
     pub session_key: Option<u64>,
+    /// The answer is tether's own, for a server that failed to answer (`outlier`'s errors).
+    pub upstream_failed: bool,
 }
 
 impl Default for RequestCtx {
@@ -95,6 +97,7 @@ impl RequestCtx {
             ssl_headers: None,
             route: None,
             session_key: None,
+            upstream_failed: false,
         }
     }
 

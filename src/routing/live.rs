@@ -32,6 +32,8 @@ pub struct ServerLive {
     back_since: AtomicU64,
     /// Answers 5xx in a row (`outlier`).
     fails_5xx: AtomicU32,
+    /// Failures to answer in a row: tether's own 502/504 for it (`outlier`).
+    fails_errors: AtomicU32,
     /// `now_ms() + 1` until which the server takes no new session (`outlier`); 0: never was.
     ejected_until: AtomicU64,
     /// Ejections in a row, for their growing length.
@@ -66,26 +68,36 @@ impl ServerLive {
             runtime_override: AtomicBool::new(false),
             back_since: AtomicU64::new(0),
             fails_5xx: AtomicU32::new(0),
+            fails_errors: AtomicU32::new(0),
             ejected_until: AtomicU64::new(0),
             ejections: AtomicU32::new(0),
         }
     }
 
-    /// Counts an answer: the 5xx answers in a row so far (0 after any other).
-    pub fn count_answer(&self, status: u16) -> u32 {
+    /// Counts an answer: the 5xx answers in a row so far (0 after any other), and the
+    /// failures to answer in a row (`failed`: tether answered for it; 0 after an answer).
+    pub fn count_answer(&self, status: u16, failed: bool) -> (u32, u32) {
+        let clear = |c: &AtomicU32| {
+            // Written only when there is something to clear: most answers touch nothing.
+            if c.load(Relaxed) != 0 {
+                c.store(0, Relaxed);
+            }
+        };
+        if failed {
+            return (0, self.fails_errors.fetch_add(1, Relaxed) + 1);
+        }
+        clear(&self.fails_errors);
         if status >= 500 {
-            return self.fails_5xx.fetch_add(1, Relaxed) + 1;
+            return (self.fails_5xx.fetch_add(1, Relaxed) + 1, 0);
         }
-        // Written only when there is something to clear: most answers touch nothing.
-        if self.fails_5xx.load(Relaxed) != 0 {
-            self.fails_5xx.store(0, Relaxed);
-        }
-        0
+        clear(&self.fails_5xx);
+        (0, 0)
     }
 
-    /// Starts counting 5xx answers in a row again.
+    /// Starts counting failures in a row again.
     pub fn reset_5xx(&self) {
         self.fails_5xx.store(0, Relaxed);
+        self.fails_errors.store(0, Relaxed);
     }
 
     /// Is the server ejected from new sessions at `now` (ms)?

@@ -31,7 +31,7 @@ pub fn join_fleet(key_prefix: &str) {
     let _ = FLEET_SEEDS.set([seed(0), seed(1), seed(2), seed(3)]);
 }
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64};
 
 /// Slots probed at most for one key, from the start of its cache line (8 slots of 8
 /// bytes): a probe stops at the first slot never used, so most end in the first line.
@@ -82,9 +82,10 @@ pub struct LiveSessions {
     created: Box<[AtomicU64]>,
     /// Stale sessions of a draining server balanced as new ones (`drain_rescue`), per server.
     rescued: Box<[AtomicU64]>,
-    /// Live sessions per server as of the last scan, plus those created since
-    /// (`balance: sessions` reads them on the request path).
-    counts: Box<[AtomicU64]>,
+    /// Entries per server stored and not yet taken out (by a scan clearing it once
+    /// expired, or its slot's reuse): the live sessions, and those that expired since the
+    /// last scan. Kept exact by compare-and-swap; `balance: sessions` reads it.
+    live_now: Box<[AtomicI64]>,
     /// Live entries evicted for want of room, and when the last one was (seconds, +1).
     evicted: AtomicU64,
     last_eviction: AtomicU32,
@@ -159,8 +160,8 @@ impl LiveSessions {
             rescued: (0..servers.min(MAX_SERVERS))
                 .map(|_| AtomicU64::new(0))
                 .collect(),
-            counts: (0..servers.min(MAX_SERVERS))
-                .map(|_| AtomicU64::new(0))
+            live_now: (0..servers.min(MAX_SERVERS))
+                .map(|_| AtomicI64::new(0))
                 .collect(),
             evicted: AtomicU64::new(0),
             last_eviction: AtomicU32::new(0),
@@ -211,15 +212,23 @@ impl LiveSessions {
                 break;
             }
             if fp_of(v) == fp {
+                // Each change is one compare-and-swap, so that the running counts move
+                // once per change whatever other threads do to the slot meanwhile.
                 if !self.live(v, now) {
-                    slot.store(entry, Relaxed);
+                    if slot.compare_exchange(v, entry, Relaxed, Relaxed).is_err() {
+                        return Touch::Seen;
+                    }
+                    self.gone(v);
                     return self.created(server);
                 }
-                if v != entry {
-                    // Another thread may write the same entry at once: either wins.
-                    slot.store(entry, Relaxed);
-                }
                 let from = server_of(v);
+                if v != entry
+                    && slot.compare_exchange(v, entry, Relaxed, Relaxed).is_ok()
+                    && from != server
+                {
+                    self.live_now[from].fetch_sub(1, Relaxed);
+                    self.live_now[server].fetch_add(1, Relaxed);
+                }
                 return match from == server {
                     true => Touch::Seen,
                     false => Touch::Moved { from },
@@ -234,30 +243,49 @@ impl LiveSessions {
                 }
             }
         }
-        match free {
-            Some((at, v)) => {
-                // Lost to another thread taking the slot: counted as new, not kept.
-                let _ = self.slots[at].compare_exchange(v, entry, Relaxed, Relaxed);
-            }
+        let (at, v) = match free {
+            Some(f) => f,
             None => {
-                self.slots[stalest.0].store(entry, Relaxed);
                 self.evicted.fetch_add(1, Relaxed);
                 self.last_eviction.store(now as u32, Relaxed);
+                (stalest.0, self.slots[stalest.0].load(Relaxed))
+            }
+        };
+        if self.slots[at]
+            .compare_exchange(v, entry, Relaxed, Relaxed)
+            .is_err()
+        {
+            // Another thread took the slot: this session is not kept, nor counted.
+            return Touch::Untracked;
+        }
+        // What was there (an expired or an evicted session) is gone from its server.
+        self.gone(v);
+        self.created(server)
+    }
+
+    /// The entry `v`, which was live or not, left its slot: its server counts one fewer if
+    /// it was counted (every entry stored was, until a scan or a reuse took it out).
+    fn gone(&self, v: u64) {
+        if v > TOMB {
+            if let Some(c) = self.live_now.get(server_of(v)) {
+                c.fetch_sub(1, Relaxed);
             }
         }
-        self.created(server)
     }
 
     fn created(&self, server: usize) -> Touch {
         self.created[server].fetch_add(1, Relaxed);
-        self.counts[server].fetch_add(1, Relaxed);
+        self.live_now[server].fetch_add(1, Relaxed);
         Touch::New
     }
 
-    /// `server`'s live sessions as of the last scan, plus those created since; in a fleet,
-    /// the fleet's count when it is larger.
+    /// `server`'s live sessions (and those expired since the last scan); in a fleet, the
+    /// fleet's count when it is larger.
     pub fn live_count(&self, server: usize) -> u64 {
-        let here = self.counts.get(server).map_or(0, |c| c.load(Relaxed));
+        let here = self
+            .live_now
+            .get(server)
+            .map_or(0, |c| c.load(Relaxed).max(0) as u64);
         let fleet = self
             .sketch
             .as_ref()
@@ -302,8 +330,8 @@ impl LiveSessions {
         watched && (evicted == 0 || self.age(evicted, now) >= self.timeout_s)
     }
 
-    /// Live sessions per server now, clearing expired slots on the way; the counts
-    /// [`Self::live_count`] reads are set from it.
+    /// Live sessions per server now, clearing expired slots on the way (which takes them
+    /// out of [`Self::live_count`]).
     pub fn scan(&self) -> Vec<ServerSessions> {
         let now = self.now();
         let mut out = vec![ServerSessions::default(); self.created.len()];
@@ -314,7 +342,9 @@ impl LiveSessions {
             }
             if !self.live(v, now) {
                 // Cleared, so that its time cannot look fresh again when the clock wraps.
-                let _ = slot.compare_exchange(v, TOMB, Relaxed, Relaxed);
+                if slot.compare_exchange(v, TOMB, Relaxed, Relaxed).is_ok() {
+                    self.gone(v);
+                }
                 continue;
             }
             if let Some(s) = out.get_mut(server_of(v)) {
@@ -322,9 +352,6 @@ impl LiveSessions {
                 let left = self.timeout_s - self.age(seen_of(v), now);
                 s.empty_in_s = s.empty_in_s.max(left);
             }
-        }
-        for (count, s) in self.counts.iter().zip(&out) {
-            count.store(s.live, Relaxed);
         }
         out
     }
@@ -392,6 +419,35 @@ mod tests {
         );
         assert_eq!(t.created_total(0), 3);
         assert_eq!(t.touch(a, MAX_SERVERS, now), Touch::Untracked);
+        // The running counts: a on 0 again, b moved to 2, c on 1 (expired at now + 70,
+        // taken out by a scan).
+        assert_eq!(
+            (t.live_count(0), t.live_count(1), t.live_count(2)),
+            (1, 1, 1)
+        );
+    }
+
+    #[test]
+    fn the_running_count_is_the_scans_under_concurrent_churn() {
+        let t = std::sync::Arc::new(LiveSessions::new(50_000, 4, 60));
+        let now = t.now();
+        let threads: Vec<_> = (0..4u64)
+            .map(|th| {
+                let t = t.clone();
+                std::thread::spawn(move || {
+                    for i in 0..20_000u64 {
+                        let key = t.key(&(i % 7_000).to_le_bytes());
+                        t.touch(key, ((i + th) % 4) as usize, now);
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|h| h.join().unwrap());
+        let scanned = t.scan();
+        for (i, s) in scanned.iter().enumerate() {
+            assert_eq!(t.live_count(i), s.live, "server {i}: {scanned:?}");
+        }
+        assert_eq!(scanned.iter().map(|s| s.live).sum::<u64>(), 7_000);
     }
 
     #[test]

@@ -9,23 +9,29 @@ use super::ClusterRouter;
 use log::warn;
 
 impl ClusterRouter {
-    /// Server `server` answered `status` (the answer the client got for it) at `now` (ms).
-    pub fn observe(&self, server: usize, status: u16, now: u64) {
+    /// Server `server` answered `status` (the answer the client got for it; `failed`: tether
+    /// answered for it, the server having failed to) at `now` (ms).
+    pub fn observe(&self, server: usize, status: u16, failed: bool, now: u64) {
         let Some(o) = &self.outlier else { return };
         let Some(slot) = self.servers.get(server) else {
             return;
         };
         let live = &slot.live;
-        if live.count_answer(status) < o.consecutive_5xx {
+        let (answers, errors) = live.count_answer(status, failed);
+        let why = if answers >= o.consecutive_5xx {
+            "answers 5xx"
+        } else if errors >= o.consecutive_errors {
+            "failures to answer"
+        } else {
             return;
-        }
+        };
         live.reset_5xx();
         let name = &slot.config.name;
         if live.ejected(now) {
             if live.mark_down(now) {
                 warn!(
-                    "cluster {} server {name}: {} answers 5xx in a row while ejected: marked down, its sessions fail over",
-                    self.name, o.consecutive_5xx
+                    "cluster {} server {name}: {why} in a row while ejected: marked down, its sessions fail over",
+                    self.name
                 );
             }
             return;
@@ -33,8 +39,8 @@ impl ClusterRouter {
         let ejected = self.servers.iter().filter(|s| s.live.ejected(now)).count();
         if (ejected + 1) * 100 > self.servers.len() * o.max_ejected_percent as usize {
             warn!(
-                "cluster {} server {name}: {} answers 5xx in a row; not ejected: {ejected} of {} servers are already (max_ejected_percent {})",
-                self.name, o.consecutive_5xx, self.servers.len(), o.max_ejected_percent
+                "cluster {} server {name}: {why} in a row; not ejected: {ejected} of {} servers are already (max_ejected_percent {})",
+                self.name, self.servers.len(), o.max_ejected_percent
             );
             return;
         }
@@ -42,9 +48,8 @@ impl ClusterRouter {
         self.ejections
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         warn!(
-            "cluster {} server {name}: {} answers 5xx in a row: no new sessions for {} s (its own still go to it)",
+            "cluster {} server {name}: {why} in a row: no new sessions for {} s (its own still go to it)",
             self.name,
-            o.consecutive_5xx,
             length / 1000
         );
     }
@@ -63,9 +68,24 @@ mod tests {
     #[test]
     fn ejections_grow_to_ten_times_and_end_on_a_passing_check_or_a_clean_spell() {
         let live = ServerLive::new(ServerState::Active, 1);
-        assert_eq!(live.count_answer(500), 1);
-        assert_eq!(live.count_answer(503), 2);
-        assert_eq!(live.count_answer(200), 0, "any other answer breaks the row");
+        assert_eq!(live.count_answer(500, false), (1, 0));
+        assert_eq!(live.count_answer(503, false), (2, 0));
+        assert_eq!(
+            live.count_answer(502, true),
+            (0, 1),
+            "tether's own, for a failure"
+        );
+        assert_eq!(live.count_answer(504, true), (0, 2));
+        assert_eq!(
+            live.count_answer(503, false),
+            (3, 0),
+            "an answer breaks the failures' row"
+        );
+        assert_eq!(
+            live.count_answer(200, false),
+            (0, 0),
+            "any other answer breaks both"
+        );
         let mut now = 1_000;
         let lengths: Vec<u64> = (0..12)
             .map(|_| {
