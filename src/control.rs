@@ -160,18 +160,29 @@ impl Control {
         server: &str,
         f: impl FnOnce(&ServerSlot) -> T,
     ) -> Result<T, ControlError> {
+        self.in_cluster(cluster, server, |router, i| f(&router.servers()[i]))
+    }
+
+    /// Runs `f` on `cluster`'s router and the index of its `server`, from the current
+    /// snapshot.
+    fn in_cluster<T>(
+        &self,
+        cluster: &str,
+        server: &str,
+        f: impl FnOnce(&crate::routing::ClusterRouter, usize) -> T,
+    ) -> Result<T, ControlError> {
         let snapshot = self.snapshot.load();
         let router = snapshot
             .clusters
             .iter()
             .find(|r| r.name == cluster)
             .ok_or_else(|| ControlError::UnknownCluster(cluster.into()))?;
-        let slot = router
+        let index = router
             .servers()
             .iter()
-            .find(|s| s.config.name == server)
+            .position(|s| s.config.name == server)
             .ok_or_else(|| ControlError::UnknownServer(cluster.into(), server.into()))?;
-        Ok(f(slot))
+        Ok(f(router, index))
     }
 
     /// Saves operators' changes under `state_dir` (for restarts and upgrades).

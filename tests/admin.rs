@@ -349,7 +349,6 @@ fn a_bad_role_or_a_shared_token_is_a_config_error() {
     let dir = common::scratch_dir("admin-roles-config");
     std::fs::write(dir.join("a.token"), "same\n").unwrap();
     std::fs::write(dir.join("b.token"), "same\n").unwrap();
-    let conf = dir.join("tether.yaml");
     for (tokens, why) in [
         (
             "    - { file: DIR/a.token, role: boss }\n",
@@ -365,22 +364,15 @@ fn a_bad_role_or_a_shared_token_is_a_config_error() {
         ),
     ] {
         let tokens = tokens.replace("DIR", &dir.display().to_string());
-        std::fs::write(
-            &conf,
-            format!(
+        let (code, err) = common::tether_t(
+            &dir,
+            &format!(
                 "admin:\n  address: \"127.0.0.1:1\"\n  tokens:\n{tokens}\
                  listeners:\n  - {{ name: web, address: \"127.0.0.1:2\", cluster: shop }}\n\
                  clusters:\n  - name: shop\n    servers:\n      - {{ name: a, address: \"127.0.0.1:3\" }}\n"
             ),
-        )
-        .unwrap();
-        let out = std::process::Command::new(common::tether_bin())
-            .args(["-t", "-c"])
-            .arg(&conf)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(1));
-        let err = String::from_utf8_lossy(&out.stderr);
+        );
+        assert_eq!(code, Some(1));
         assert!(err.contains("admin.tokens[") && err.contains(why), "{err}");
     }
 }

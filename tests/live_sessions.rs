@@ -285,7 +285,6 @@ async fn drain_rescue_balances_stale_cookies_only_once_tether_knows_every_sessio
 #[test]
 fn drain_rescue_is_refused_where_it_cannot_know() {
     let dir = common::scratch_dir("drain-rescue-config");
-    let conf = dir.join("tether.yaml");
     for (top, extra, why) in [
         (
             "",
@@ -303,21 +302,14 @@ fn drain_rescue_is_refused_where_it_cannot_know() {
             "needs the fleet's live sessions",
         ),
     ] {
-        std::fs::write(
-            &conf,
-            format!(
+        let (code, err) = common::tether_t(
+            &dir,
+            &format!(
                 "{top}listeners:\n  - {{ name: web, address: \"127.0.0.1:1\", cluster: shop }}\n\
                  clusters:\n  - name: shop\n{extra}    servers:\n      - {{ name: a, address: \"127.0.0.1:2\" }}\n"
             ),
-        )
-        .unwrap();
-        let out = std::process::Command::new(common::tether_bin())
-            .args(["-t", "-c"])
-            .arg(&conf)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(1));
-        let err = String::from_utf8_lossy(&out.stderr);
+        );
+        assert_eq!(code, Some(1));
         assert!(err.contains("drain_rescue") && err.contains(why), "{err}");
     }
 }
@@ -355,22 +347,13 @@ async fn balance_by_sessions_evens_out_a_skewed_cluster() {
 
 #[test]
 fn balance_by_sessions_needs_the_count() {
-    let dir = common::scratch_dir("balance-sessions-config");
-    let conf = dir.join("tether.yaml");
-    std::fs::write(
-        &conf,
+    let (code, err) = common::tether_t(
+        &common::scratch_dir("balance-sessions-config"),
         "listeners:\n  - { name: web, address: \"127.0.0.1:1\", cluster: shop }\n\
          clusters:\n  - name: shop\n    balance: sessions\n    session_table_max: 0\n    servers:\n\
          \x20     - { name: a, address: \"127.0.0.1:2\" }\n",
-    )
-    .unwrap();
-    let out = std::process::Command::new(common::tether_bin())
-        .args(["-t", "-c"])
-        .arg(&conf)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    );
+    assert_eq!(code, Some(1));
     assert!(
         err.contains("clusters[0].balance") && err.contains("needs the live session count"),
         "{err}"

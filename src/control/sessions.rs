@@ -24,29 +24,20 @@ impl Control {
         cluster: &str,
         server: &str,
     ) -> Result<Option<SessionsNow>, ControlError> {
-        let snapshot = self.snapshot.load();
-        let router = snapshot
-            .clusters
-            .iter()
-            .find(|r| r.name == cluster)
-            .ok_or_else(|| ControlError::UnknownCluster(cluster.into()))?;
-        let index = router
-            .servers()
-            .iter()
-            .position(|s| s.config.name == server)
-            .ok_or_else(|| ControlError::UnknownServer(cluster.into(), server.into()))?;
-        let state = router.servers()[index].live.state();
-        Ok(router.live_sessions().map(|t| {
-            let counts = t.scan().get(index).copied().unwrap_or_default();
-            // In a fleet, the fleet's count (sessions other instances served too).
-            let fleet = t.sketch().and_then(|s| s.fleet(index)).map_or(0, |f| f.0);
-            SessionsNow {
-                state,
-                live: counts.live.max(fleet),
-                empty_in_s: counts.empty_in_s,
-                knows_all: t.knows_all(t.now()),
-            }
-        }))
+        self.in_cluster(cluster, server, |router, index| {
+            let state = router.servers()[index].live.state();
+            router.live_sessions().map(|t| {
+                let counts = t.scan().get(index).copied().unwrap_or_default();
+                // In a fleet, the fleet's count (sessions other instances served too).
+                let fleet = t.sketch().and_then(|s| s.fleet(index)).map_or(0, |f| f.0);
+                SessionsNow {
+                    state,
+                    live: counts.live.max(fleet),
+                    empty_in_s: counts.empty_in_s,
+                    knows_all: t.knows_all(t.now()),
+                }
+            })
+        })
     }
 
     /// Waits until `cluster/server` has no live session, checking every `every`, for at

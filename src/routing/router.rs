@@ -293,13 +293,7 @@ impl ClusterRouter {
         now: u64,
         preferred: Option<usize>,
     ) -> Decision {
-        let pick = Pick {
-            router: self,
-            tried,
-            now,
-            preferred: preferred.filter(|&p| p < self.servers.len()),
-            dry: false,
-        };
+        let pick = self.pick(tried, now, preferred, false);
         self.walk(&pick, path, headers, |_, _| {})
     }
 
@@ -319,13 +313,7 @@ impl ClusterRouter {
         now: u64,
         tried: &Tried,
     ) -> Explained {
-        let pick = Pick {
-            router: self,
-            tried,
-            now,
-            preferred: None,
-            dry: true,
-        };
+        let pick = self.pick(tried, now, None, true);
         let mut session_id: Option<Vec<u8>> = None;
         let decision = self.walk(&pick, path, headers, |sid, decided| {
             if decided || session_id.is_none() {
@@ -343,6 +331,23 @@ impl ClusterRouter {
             session_id,
             token,
             decision,
+        }
+    }
+
+    /// One decision's view (`dry`: claiming nothing).
+    fn pick<'a>(
+        &'a self,
+        tried: &'a Tried,
+        now: u64,
+        preferred: Option<usize>,
+        dry: bool,
+    ) -> Pick<'a> {
+        Pick {
+            router: self,
+            tried,
+            now,
+            preferred: preferred.filter(|&p| p < self.servers.len()),
+            dry,
         }
     }
 

@@ -11,7 +11,7 @@ pub mod recording;
 pub mod redis;
 
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tether::sim::{HttpClient, TomcatSim};
@@ -113,6 +113,22 @@ pub fn free_port() -> u16 {
         .unwrap_or_else(|e| e.into_inner())
         .push(reserved);
     port
+}
+
+/// `tether -t` on `yaml` (written to `dir/tether.yaml`): its exit code and what it said
+/// on stderr.
+pub fn tether_t(dir: &Path, yaml: &str) -> (Option<i32>, String) {
+    let conf = dir.join("tether.yaml");
+    std::fs::write(&conf, yaml).unwrap();
+    let out = std::process::Command::new(tether_bin())
+        .args(["-t", "-c"])
+        .arg(&conf)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 pub fn tether_bin() -> &'static str {

@@ -2,7 +2,7 @@
 //! request went by, found by the decision's own walk, and what the server's response says
 //! (its `Set-Cookie` of the session cookie), recorded against the server that answered.
 
-use super::{ClusterRouter, Pick};
+use super::ClusterRouter;
 use crate::config::SessionStyle;
 use crate::routing::decision::Decision;
 use crate::routing::fields::Fields;
@@ -29,13 +29,7 @@ impl ClusterRouter {
         let Some(table) = &self.sessions else {
             return (self.decide_with(path, headers, tried, now, preferred), None);
         };
-        let pick = Pick {
-            router: self,
-            tried,
-            now,
-            preferred: preferred.filter(|&p| p < self.servers.len()),
-            dry: false,
-        };
+        let pick = self.pick(tried, now, preferred, false);
         let mut key = None;
         let decision = self.walk(&pick, path, headers, |sid, decided| {
             if decided || key.is_none() {
