@@ -19,6 +19,7 @@ pub mod keys;
 mod metrics;
 mod publish;
 mod redis_io;
+mod rescue;
 mod sessions;
 mod start;
 mod sync;

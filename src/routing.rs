@@ -7,6 +7,7 @@
 mod clock;
 mod decision;
 mod fields;
+pub mod fleet_seen;
 mod live;
 mod live_sessions;
 mod partitions;

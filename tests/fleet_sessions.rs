@@ -1,6 +1,7 @@
 //! A fleet's live sessions (issue 26): each instance counts what it served; the fleet's
 //! count, merged through a real Redis as HyperLogLogs, counts every instance's sessions,
-//! a session served by two instances once.
+//! a session served by two instances once; and `drain_rescue` balances a stale cookie of a
+//! draining server only when no instance holds its session.
 
 mod common;
 
@@ -11,8 +12,12 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 fn instance(sims: &[tether::sim::TomcatSim], url: &str, name: &str) -> Tether {
+    instance_with(sims, url, name, "")
+}
+
+fn instance_with(sims: &[tether::sim::TomcatSim], url: &str, name: &str, cluster: &str) -> Tether {
     Tether::start_with(Opts {
-        cluster: cluster_yaml("", sims),
+        cluster: cluster_yaml(cluster, sims),
         top: shared_state(url, name, ""),
         admin: true,
         metrics: true,
@@ -80,4 +85,77 @@ async fn the_fleets_live_sessions_count_every_instance_once() {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
     assert_eq!(fleet_total, 10.0, "{m}");
+}
+
+/// The server `t` sends a request carrying `cookie` to.
+async fn server_for(t: &Tether, cookie: &str) -> String {
+    let resp = t.client().get("/", &[("Cookie", cookie)]).await.unwrap();
+    resp.header("x-server").unwrap().to_string()
+}
+
+/// tc1's `sessions` object in `t`'s `/status`.
+async fn tc1_sessions(t: &Tether) -> serde_json::Value {
+    let (_, json) = t.admin("GET", "/status", None, b"").await;
+    json["clusters"][0]["servers"][0]["sessions"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_rescue_in_a_fleet_keeps_the_sessions_any_instance_holds() {
+    let dir = scratch_dir("fleet-rescue");
+    let redis = Redis::start(&dir.join("redis"));
+    let sims = tomcats(2).await;
+    let cluster = "    session_timeout: 2s\n    drain_rescue: true\n";
+    let a = instance_with(&sims, &redis.url(), "a", cluster);
+    let b = instance_with(&sims, &redis.url(), "b", cluster);
+    // A session on tc1 that only a serves.
+    let mut live = Browser::new(&a);
+    while live.get("/").await.1 != "tc1" {
+        live = Browser::new(&a);
+    }
+    let (status, _) = a
+        .admin("POST", "/clusters/shop/servers/tc1/drain", None, b"")
+        .await;
+    assert_eq!(status, 200);
+    until("b sees tc1 draining", Duration::from_secs(5), || async {
+        let (_, json) = b.admin("GET", "/status", None, b"").await;
+        json["clusters"][0]["servers"][0]["state"] == "draining"
+    })
+    .await;
+    // The fleet has not shown b every session yet: a cookie b never saw goes to tc1.
+    assert_eq!(tc1_sessions(&b).await["rescue_ready"], false);
+    assert_eq!(server_for(&b, "JSESSIONID=EARLY.tc1").await, "tc1");
+    // Keep a's session alive (through a only) until b knows the fleet's sessions of tc1.
+    let mut waited = Duration::ZERO;
+    while tc1_sessions(&b).await["rescue_ready"] != true {
+        assert!(
+            waited < Duration::from_secs(30),
+            "{}",
+            tc1_sessions(&b).await
+        );
+        assert_eq!(live.get("/").await.1, "tc1");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        waited += Duration::from_millis(300);
+    }
+    println!("drain rescue ready on b after {waited:?} more");
+    // b has never seen a's session, yet keeps it on its draining server (a's filter);
+    // a never saw EARLY, which b sent to tc1, and keeps it there too (b's filter).
+    let cookie = format!("JSESSIONID={}", live.cookie.clone().expect("a session"));
+    assert_eq!(server_for(&b, &cookie).await, "tc1", "a's live session");
+    assert_eq!(
+        server_for(&a, "JSESSIONID=EARLY.tc1").await,
+        "tc1",
+        "b's live session"
+    );
+    // A cookie no instance holds is balanced as a new session, and counted.
+    assert_eq!(server_for(&b, "JSESSIONID=STALE.tc1").await, "tc2");
+    assert_eq!(tc1_sessions(&b).await["rescued"], 1);
+    // Redis gone: b no longer knows what a holds, and rescues nothing.
+    drop(redis);
+    until(
+        "b notices Redis is gone",
+        Duration::from_secs(10),
+        || async { tc1_sessions(&b).await["rescue_ready"] == false },
+    )
+    .await;
+    assert_eq!(server_for(&b, "JSESSIONID=LATE.tc1").await, "tc1");
 }

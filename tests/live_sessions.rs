@@ -296,11 +296,6 @@ fn drain_rescue_is_refused_where_it_cannot_know() {
             "    sticky: false\n    drain_rescue: true\n",
             "needs the live session count",
         ),
-        (
-            "shared_state:\n  url: \"redis://127.0.0.1:1\"\n  instance: a\n",
-            "    drain_rescue: true\n",
-            "needs the fleet's live sessions",
-        ),
     ] {
         let (code, err) = common::tether_t(
             &dir,

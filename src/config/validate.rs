@@ -220,19 +220,6 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
     let shared_state = raw
         .shared_state
         .map(|s| super::shared_state::validate(s, &mut check));
-    if shared_state.is_some() {
-        // Another instance may hold a session this one never saw.
-        for (i, c) in clusters.iter().enumerate().filter(|(_, c)| c.drain_rescue) {
-            check.err(
-                format!("clusters[{i}].drain_rescue"),
-                format!(
-                    "cluster `{}`: drain_rescue needs the fleet's live sessions, which instances \
-                     do not share yet; it works on a single instance",
-                    c.name
-                ),
-            );
-        }
-    }
     Config {
         shared_state,
         warnings,

@@ -3,6 +3,7 @@
 //! tables, and the fleet's view when instances share state.
 
 use super::{state_name, Control};
+use crate::config::ServerState;
 use crate::routing::Health;
 
 /// When a server whose last session expires in `seconds` is empty, as RFC 3339.
@@ -61,6 +62,8 @@ impl Control {
                                 "empty_by": (c.live > 0).then(|| empty_by(c.empty_in_s)),
                                 "created": table.created_total(i),
                                 "rescued": table.rescued_total(i),
+                                "rescue_ready": (r.drain_rescue() && s.live.state() == ServerState::Draining)
+                                    .then(|| table.rescue_ready(i)),
                                 "fleet_live": table.sketch().and_then(|s| s.fleet(i)).map(|(n, _)| n),
                             })
                         });

@@ -10,6 +10,10 @@
 //! | `{p}:events` | stream | `k` kind (`p`, `s`, `down`), `c` cluster, `f` field, `v` value, `t` ms, `o` origin | |
 //! | `{p}:instances` | hash | instance | `<ms>\|<partitions held>\|<pid>\|<origin>` |
 //! | `{p}:epoch` | string | | random token; gone or changed: Redis lost its data |
+//! | `{p}:sessions:<cluster>:<server>:<minute>` | HyperLogLog | | sessions served in that wall minute |
+//! | `{p}:seen:<cluster>:<server>:<holder>` | string | | a session table's Bloom filter of the sessions live there (`drain_rescue`) |
+//! | `{p}:seen:<cluster>:<server>` | set | | the holders of such filters |
+//! | `{p}:watching` | string | | ms since the Unix epoch when this Redis began to hold the filters |
 //!
 //! The origin is a token unique to the process that wrote an event or heartbeat
 //! (`identity.rs`): instances that share a name still tell their entries apart. Events and
@@ -52,6 +56,22 @@ impl Keys {
     /// The fleet's HyperLogLog of the sessions `cluster/server` served in wall `minute`.
     pub fn sessions(&self, cluster: &str, server: &str, minute: u64) -> String {
         format!("{}sessions:{cluster}:{server}:{minute}", self.prefix)
+    }
+
+    /// `holder`'s (one process's session table) Bloom filter of the sessions live on
+    /// `cluster/server`.
+    pub fn seen(&self, cluster: &str, server: &str, holder: &str) -> String {
+        format!("{}seen:{cluster}:{server}:{holder}", self.prefix)
+    }
+
+    /// The holders that wrote a filter of `cluster/server`.
+    pub fn seen_holders(&self, cluster: &str, server: &str) -> String {
+        format!("{}seen:{cluster}:{server}", self.prefix)
+    }
+
+    /// Since when this Redis has held the fleet's session filters.
+    pub fn watching(&self) -> String {
+        format!("{}watching", self.prefix)
     }
 
     pub fn epoch(&self) -> String {

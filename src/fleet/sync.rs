@@ -20,6 +20,7 @@ use super::conflict::Change;
 use super::keys;
 use super::publish::{data_ok, Pending};
 use super::redis_io::{Event, Failure, Redis};
+use super::rescue::RescueWatch;
 use super::{lock, metrics, start, Fleet, Peer};
 use crate::control::Control;
 use crate::logging::Every;
@@ -261,6 +262,7 @@ impl FleetSync {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut ticks = 0u32;
+        let mut rescue_watch = RescueWatch::default();
         loop {
             tokio::select! {
                 _ = shutdown.changed() => return End::Shutdown,
@@ -276,12 +278,13 @@ impl FleetSync {
                     }
                     ticks += 1;
                     if ticks.is_multiple_of(HEARTBEAT_TICKS) {
-                        if let Err(e) = self.sync_sessions(&mut redis).await {
-                            match e {
-                                super::redis_io::Failure::Link(_) => return lost(e, true),
-                                super::redis_io::Failure::Data(why) => {
-                                    log::warn!("fleet: session counts: {why}");
-                                }
+                        let counted = self.sync_sessions(&mut redis).await;
+                        let rescue = self.sync_rescue(&mut redis, &mut rescue_watch).await;
+                        for (what, r) in [("session counts", counted), ("drain rescue", rescue)] {
+                            match r {
+                                Ok(()) => {}
+                                Err(e @ Failure::Link(_)) => return lost(e, true),
+                                Err(Failure::Data(why)) => log::warn!("fleet: {what}: {why}"),
                             }
                         }
                         if let Err(e) = self.heartbeat(&mut redis).await {

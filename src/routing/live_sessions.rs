@@ -15,7 +15,10 @@
 //! window.
 
 use super::clock::now_ms;
+use super::fleet_seen::FleetSeen;
 use super::session_sketch::{wall_minute, SessionSketch};
+use arc_swap::ArcSwapOption;
+use std::sync::Arc;
 
 /// In a fleet, every instance hashes session ids with these seeds (from the fleet's key
 /// prefix), so that their sketches of one session agree.
@@ -89,6 +92,9 @@ pub struct LiveSessions {
     /// Live entries evicted for want of room, and when the last one was (seconds, +1).
     evicted: AtomicU64,
     last_eviction: AtomicU32,
+    /// In a fleet with `drain_rescue`: what every instance holds live on draining servers,
+    /// as the fleet task last read it.
+    fleet_seen: ArcSwapOption<FleetSeen>,
 }
 
 // `AtomicU64` has the size and bit validity of `u64`; the alignment is checked here.
@@ -165,12 +171,18 @@ impl LiveSessions {
                 .collect(),
             evicted: AtomicU64::new(0),
             last_eviction: AtomicU32::new(0),
+            fleet_seen: ArcSwapOption::empty(),
         }
     }
 
     /// The key of a session id: its keyed hash (an attacker cannot aim ids at one slot).
     pub fn key(&self, base_id: &[u8]) -> u64 {
         self.hasher.hash_one(base_id)
+    }
+
+    /// A session key's fingerprint, as the table and the fleet's filters keep it (never 0).
+    pub fn fingerprint(key: u64) -> u32 {
+        (key >> (64 - FP_BITS)).max(1) as u32
     }
 
     /// The time as stored: seconds of [`now_ms`] (never 0).
@@ -196,7 +208,7 @@ impl LiveSessions {
         if server >= self.created.len() {
             return Touch::Untracked;
         }
-        let fp = (key >> (64 - FP_BITS)).max(1);
+        let fp = u64::from(Self::fingerprint(key));
         let entry = pack(fp, server, now);
         let start = key as usize & self.mask;
         // The first free (never used, cleared or expired) slot, else the stalest one.
@@ -308,7 +320,7 @@ impl LiveSessions {
 
     /// Is session `key` live on `server`?
     pub fn is_live_on(&self, key: u64, server: usize, now: u64) -> bool {
-        let fp = (key >> (64 - FP_BITS)).max(1);
+        let fp = u64::from(Self::fingerprint(key));
         let start = key as usize & self.mask;
         for i in 0..PROBE {
             let v = self.slots[(start + i) & self.mask].load(Relaxed);
@@ -326,8 +338,75 @@ impl LiveSessions {
     /// evicted no live entry within one?
     pub fn knows_all(&self, now: u64) -> bool {
         let watched = now_ms().saturating_sub(self.made_ms) / 1000 >= self.timeout_s;
+        watched && !self.evicted_within(now)
+    }
+
+    fn evicted_within(&self, now: u64) -> bool {
         let evicted = self.last_eviction.load(Relaxed) as u64;
-        watched && (evicted == 0 || self.age(evicted, now) >= self.timeout_s)
+        evicted != 0 && self.age(evicted, now) < self.timeout_s
+    }
+
+    /// Was a live entry evicted for want of room within a timeout (so that the table does
+    /// not know every live session)?
+    pub fn evicted_within_timeout(&self) -> bool {
+        self.evicted_within(self.now())
+    }
+
+    /// Is session `key`, which names `server`, known to be live nowhere there (a stale
+    /// cookie), at `now_ms` ([`now_ms`])? On one instance: the table, which has watched for
+    /// a whole timeout, has not seen it; in a fleet: no instance's table holds it (the
+    /// fleet's filters, read a moment ago). `false` whenever that is not known.
+    pub fn is_stale_on(&self, key: u64, server: usize, now_ms: u64) -> bool {
+        let now = Self::at(now_ms);
+        if self.is_live_on(key, server, now) {
+            return false;
+        }
+        match &self.sketch {
+            None => self.knows_all(now),
+            Some(_) => self
+                .fleet_seen
+                .load()
+                .as_ref()
+                .is_some_and(|f| f.stale_on(server, Self::fingerprint(key), now_ms)),
+        }
+    }
+
+    /// Would a stale cookie of `server` be balanced as a new session now (`drain_rescue`)?
+    pub fn rescue_ready(&self, server: usize) -> bool {
+        match &self.sketch {
+            None => self.knows_all(self.now()),
+            Some(_) => self
+                .fleet_seen
+                .load()
+                .as_ref()
+                .is_some_and(|f| f.knows(server, now_ms())),
+        }
+    }
+
+    /// In a fleet: what every instance holds live on draining servers (the fleet task).
+    pub fn set_fleet_seen(&self, seen: Option<FleetSeen>) {
+        self.fleet_seen.store(seen.map(Arc::new));
+    }
+
+    /// The fingerprints of the sessions live on each server now (a scan), for the fleet's
+    /// filters.
+    pub fn fingerprints(&self) -> Vec<Vec<u32>> {
+        let now = self.now();
+        let mut out = vec![Vec::new(); self.created.len()];
+        for slot in self.slots.iter() {
+            let v = slot.load(Relaxed);
+            if self.live(v, now) {
+                if let Some(fps) = out.get_mut(server_of(v)) {
+                    fps.push(fp_of(v) as u32);
+                }
+            }
+        }
+        out
+    }
+
+    /// Which table this is within its process (when it was made, [`now_ms`]).
+    pub fn id(&self) -> u64 {
+        self.made_ms
     }
 
     /// Live sessions per server now, clearing expired slots on the way (which takes them

@@ -243,6 +243,11 @@ impl ClusterRouter {
         }
     }
 
+    /// `drain_rescue`: stale cookies of draining servers are balanced as new sessions.
+    pub fn drain_rescue(&self) -> bool {
+        self.drain_rescue
+    }
+
     pub fn servers(&self) -> &[ServerSlot] {
         &self.servers
     }

@@ -4,7 +4,6 @@ use super::ramp::{admits, chance};
 use super::{ClusterRouter, Pool, ServerSlot};
 use crate::config::{Balance, ServerState, SessionStyle};
 use crate::routing::decision::{Decision, Outcome, Reject};
-use crate::routing::live_sessions::LiveSessions;
 use crate::routing::session_id::MAX_SESSION_ID_LEN;
 use crate::routing::tried::Tried;
 use std::sync::atomic::Ordering::Relaxed;
@@ -209,8 +208,9 @@ impl Pick<'_> {
         }
     }
 
-    /// `drain_rescue`: the session names draining server `i`, where the session table,
-    /// which knows every live session, has not seen it within the timeout (a stale cookie):
+    /// `drain_rescue`: the session names draining server `i`, where it is known to be live
+    /// nowhere (a stale cookie: the session table, or in a fleet every instance's, has not
+    /// seen it within the timeout):
     /// it is balanced as a new session, and counted. `None` to go to `i` as usual.
     fn rescued(&self, i: usize, sid: &[u8]) -> Option<Decision> {
         let r = self.router;
@@ -218,8 +218,7 @@ impl Pick<'_> {
             return None;
         }
         let table = r.sessions.as_ref()?;
-        let now = LiveSessions::at(self.now);
-        if !table.knows_all(now) || table.is_live_on(table.key(r.base_id(sid)), i, now) {
+        if !table.is_stale_on(table.key(r.base_id(sid)), i, self.now) {
             return None;
         }
         let d = self.new_session();
