@@ -9,6 +9,7 @@
 use http::header::{HeaderMap, HeaderValue, COOKIE};
 use std::hint::black_box;
 use std::time::Instant;
+use tether::routing::fleet_seen::SeenFilter;
 use tether::routing::{ClusterRouter, Decision, Tried};
 
 const SERVERS: usize = 8;
@@ -122,4 +123,24 @@ fn run(sessions: usize, fleet: &str) {
         counted as i64 - sessions as i64,
         table.evicted_total()
     );
+    if !fleet.is_empty() {
+        // drain_rescue in a fleet: what the fleet task does per publishing, off the request
+        // path (a scan of the table, then one Bloom filter per server).
+        let start = Instant::now();
+        let live = table.fingerprints();
+        let scanned = start.elapsed();
+        let filters: Vec<Vec<u8>> = live
+            .iter()
+            .map(|fps| SeenFilter::of(fps, false).encode())
+            .collect();
+        let built = start.elapsed() - scanned;
+        let bytes: usize = filters.iter().map(Vec::len).sum();
+        println!(
+            "  drain_rescue filters: scan {:.1} ms, {SERVERS} Bloom filters {:.1} ms, {:.2} MiB ({:.1} bytes a session)",
+            scanned.as_secs_f64() * 1e3,
+            built.as_secs_f64() * 1e3,
+            bytes as f64 / (1 << 20) as f64,
+            bytes as f64 / sessions as f64
+        );
+    }
 }

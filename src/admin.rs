@@ -1,11 +1,13 @@
 //! The admin API (DESIGN section 6), on its own listener: status, drain/stop/activate,
-//! weight, reload. Like mod_jk's status worker or HAProxy's runtime API, but JSON.
+//! weight, reload. Like mod_jk's status worker or HAProxy's runtime API, but JSON; and the
+//! operator console (`/ui`, [`console`]), a page that reads and calls this API.
 //!
 //! Every call needs `Authorization: Bearer <token>` when a token is configured. Errors are
 //! JSON `{"error": "..."}` with 400 (bad value), 401, 404 (unknown path, cluster or server)
 //! or 405. Every change is logged with the caller's address.
 
 mod auth;
+mod console;
 mod drain;
 
 use crate::config::{Role, ServerState};
@@ -121,7 +123,9 @@ async fn body_up_to(session: &mut ServerSession, max: usize) -> Result<Vec<u8>, 
 /// The role a call needs; `None` for a call that is no endpoint (answered 404 or 405).
 fn needed(method: &Method, parts: &[&str]) -> Option<Role> {
     match (method, parts) {
-        (&Method::GET, ["status"] | ["clusters", _, "servers", _, "sessions"]) => Some(Role::Read),
+        (&Method::GET, ["status"] | ["whoami"] | ["clusters", _, "servers", _, "sessions"]) => {
+            Some(Role::Read)
+        }
         (&Method::POST, ["explain"]) => Some(Role::Read),
         (&Method::POST, ["clusters", _, "servers", _, _]) => Some(Role::Operate),
         (&Method::PUT, ["clusters", _, "servers", _, "weight"]) => Some(Role::Operate),
@@ -162,6 +166,13 @@ impl ServeHttp for AdminApp {
             .client_addr()
             .map(|a| a.to_string())
             .unwrap_or_else(|| "unknown".into());
+        // The console's page, script and style hold no data: served to anyone, so that the
+        // operator can type a token into them.
+        if session.req_header().method == Method::GET {
+            if let Some(resp) = console::serve(session.req_header().uri.path()) {
+                return resp;
+            }
+        }
         let token = self.token.as_deref();
         let authorization = session
             .req_header()
@@ -194,6 +205,9 @@ impl ServeHttp for AdminApp {
         }
         match (&method, parts.as_slice()) {
             (&Method::GET, ["status"]) => json(StatusCode::OK, self.control.status()),
+            (&Method::GET, ["whoami"]) => {
+                json(StatusCode::OK, serde_json::json!({ "role": role.name() }))
+            }
             (&Method::POST, ["explain"]) => {
                 let body = match body_up_to(session, MAX_EXPLAIN_BODY).await {
                     Ok(b) => b,

@@ -12,6 +12,7 @@ use arc_swap::ArcSwap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+mod overview;
 mod sessions;
 mod status;
 
@@ -57,6 +58,10 @@ pub struct Control {
     rebuild: Mutex<()>,
     /// The fleet this instance shares operators' changes with, if any.
     fleet: once_cell::sync::OnceCell<Arc<crate::fleet::Fleet>>,
+    /// When the process started (ms since the Unix epoch).
+    started_ms: u64,
+    /// The last reload: when, and why it failed (`None`: applied).
+    last_reload: Mutex<Option<(u64, Option<String>)>>,
 }
 
 impl Control {
@@ -69,6 +74,8 @@ impl Control {
             path,
             rebuild: Mutex::new(()),
             fleet: Default::default(),
+            started_ms: crate::routing::wall_ms(),
+            last_reload: Mutex::new(None),
         }
     }
 
@@ -249,6 +256,9 @@ impl Control {
     pub fn reload_with(&self, drop_overrides: bool) -> Result<ReloadReport, ControlError> {
         let result = self.try_reload(drop_overrides);
         crate::metrics::reload_done(result.is_ok());
+        let failure = result.as_ref().err().map(ToString::to_string);
+        *self.last_reload.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((crate::routing::wall_ms(), failure));
         result
     }
 

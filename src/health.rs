@@ -198,6 +198,7 @@ fn apply(
     result: Result<(), String>,
 ) -> bool {
     let name = &slot.config.name;
+    slot.live.checked(result.as_ref().err().cloned());
     match result {
         Ok(()) => {
             streak.passes += 1;

@@ -84,7 +84,16 @@ async fn tls_with_sni_alpn_and_what_the_server_is_told() {
     let dir = scratch_dir("tls-basic");
     let pki = Pki::new(&dir);
     let sims = tomcats(1).await;
-    let t = start(&sims, "", tls_yaml(&pki, ""), false);
+    let t = start(&sims, "", tls_yaml(&pki, ""), true);
+    // The certificates and their expiry, as the admin API (and the console) shows them.
+    let (_, status) = t.admin("GET", "/status", None, b"").await;
+    let certs = status["certificates"].as_array().unwrap();
+    let names: Vec<&str> = certs.iter().map(|c| c["names"].as_str().unwrap()).collect();
+    assert_eq!(names, ["default", "b.test"], "{status}");
+    assert!(certs
+        .iter()
+        .all(|c| c["listener"] == "web" && c["days_left"].as_i64().unwrap() > 365));
+    assert_eq!(status["listeners"][0]["tls"], true);
     // HTTP/1.1 and HTTP/2, chosen by ALPN.
     let (code, out) = curl(
         &t,

@@ -1,6 +1,7 @@
-//! The status report of the admin API (`GET /status`): every server's state, health,
-//! weight and counters, run-time changes with what the file says under them, partition
-//! tables, and the fleet's view when instances share state.
+//! The status report of the admin API (`GET /status`): every server's state, health (and
+//! its last check), weight and counters, run-time changes with what the file says under
+//! them, partition tables, the fleet's view when instances share state, and the process's
+//! own part ([`super::overview`]).
 
 use super::{state_name, Control};
 use crate::config::ServerState;
@@ -74,6 +75,11 @@ impl Control {
                             "clone_id": s.config.clone_id,
                             "state": state_name(s.live.state()),
                             "health": health,
+                            "health_check": s.live.last_check().map(|c| serde_json::json!({
+                                "last_ms_ago": crate::routing::wall_ms().saturating_sub(c.at_ms),
+                                "ok": c.failure.is_none(),
+                                "reason": c.failure,
+                            })),
                             "weight": s.live.weight(),
                             "ejected_for_seconds": s.live.ejected_until(now).map(|until| until.saturating_sub(now) / 1000),
                             "effective_weight": (r.effective_weight(&s.live, now) * 100.0).round() / 100.0,
@@ -115,6 +121,12 @@ impl Control {
             })
             .collect();
         let fleet = self.fleet.get().map(|f| f.status());
-        serde_json::json!({ "clusters": clusters, "fleet": fleet })
+        serde_json::json!({
+            "process": self.process_status(),
+            "listeners": self.listeners_status(),
+            "certificates": self.certificates_status(),
+            "clusters": clusters,
+            "fleet": fleet,
+        })
     }
 }

@@ -4,7 +4,9 @@
 //! failures now; health checks and the admin API later). No locks.
 
 use crate::config::ServerState;
+use arc_swap::ArcSwapOption;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::Arc;
 
 /// Health as the router sees it at one instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +40,17 @@ pub struct ServerLive {
     ejected_until: AtomicU64,
     /// Ejections in a row, for their growing length.
     ejections: AtomicU32,
+    /// The last active health check's result (health checks, for `/status`).
+    last_check: ArcSwapOption<CheckResult>,
+}
+
+/// One active health check's result.
+#[derive(Debug)]
+pub struct CheckResult {
+    /// When it ended, in ms since the Unix epoch.
+    pub at_ms: u64,
+    /// Why it failed; `None` when it passed.
+    pub failure: Option<String>,
 }
 
 fn encode(state: ServerState) -> u8 {
@@ -57,6 +70,18 @@ fn decode(v: u8) -> ServerState {
 }
 
 impl ServerLive {
+    /// Records an active health check's result.
+    pub fn checked(&self, failure: Option<String>) {
+        let at_ms = super::wall_ms();
+        self.last_check
+            .store(Some(Arc::new(CheckResult { at_ms, failure })));
+    }
+
+    /// The last active health check's result, if one ran.
+    pub fn last_check(&self) -> Option<Arc<CheckResult>> {
+        self.last_check.load_full()
+    }
+
     pub fn new(state: ServerState, weight: u32) -> Self {
         ServerLive {
             state: AtomicU8::new(encode(state)),
@@ -71,6 +96,7 @@ impl ServerLive {
             fails_errors: AtomicU32::new(0),
             ejected_until: AtomicU64::new(0),
             ejections: AtomicU32::new(0),
+            last_check: ArcSwapOption::empty(),
         }
     }
 
