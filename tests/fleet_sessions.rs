@@ -107,10 +107,14 @@ async fn drain_rescue_in_a_fleet_keeps_the_sessions_any_instance_holds() {
     let cluster = "    session_timeout: 2s\n    drain_rescue: true\n";
     let a = instance_with(&sims, &redis.url(), "a", cluster);
     let b = instance_with(&sims, &redis.url(), "b", cluster);
-    // A session on tc1 that only a serves.
+    // A session on tc1 that only a serves, and one that only b serves.
     let mut live = Browser::new(&a);
     while live.get("/").await.1 != "tc1" {
         live = Browser::new(&a);
+    }
+    let mut live_b = Browser::new(&b);
+    while live_b.get("/").await.1 != "tc1" {
+        live_b = Browser::new(&b);
     }
     let (status, _) = a
         .admin("POST", "/clusters/shop/servers/tc1/drain", None, b"")
@@ -124,28 +128,36 @@ async fn drain_rescue_in_a_fleet_keeps_the_sessions_any_instance_holds() {
     // The fleet has not shown b every session yet: a cookie b never saw goes to tc1.
     assert_eq!(tc1_sessions(&b).await["rescue_ready"], false);
     assert_eq!(server_for(&b, "JSESSIONID=EARLY.tc1").await, "tc1");
-    // Keep a's session alive (through a only) until b knows the fleet's sessions of tc1.
+    // Keep each session alive through its own instance only, until both instances know
+    // the fleet's sessions of tc1.
     let mut waited = Duration::ZERO;
-    while tc1_sessions(&b).await["rescue_ready"] != true {
+    loop {
+        let ready = [&a, &b];
+        let mut all = true;
+        for t in ready {
+            all &= tc1_sessions(t).await["rescue_ready"] == true;
+        }
+        if all {
+            break;
+        }
         assert!(
             waited < Duration::from_secs(30),
-            "{}",
+            "{} {}",
+            tc1_sessions(&a).await,
             tc1_sessions(&b).await
         );
         assert_eq!(live.get("/").await.1, "tc1");
+        assert_eq!(live_b.get("/").await.1, "tc1");
         tokio::time::sleep(Duration::from_millis(300)).await;
         waited += Duration::from_millis(300);
     }
-    println!("drain rescue ready on b after {waited:?} more");
-    // b has never seen a's session, yet keeps it on its draining server (a's filter);
-    // a never saw EARLY, which b sent to tc1, and keeps it there too (b's filter).
+    println!("drain rescue ready on both after {waited:?} more");
+    // Each instance has never seen the other's session, yet keeps it on its draining
+    // server (the other's filter).
     let cookie = format!("JSESSIONID={}", live.cookie.clone().expect("a session"));
     assert_eq!(server_for(&b, &cookie).await, "tc1", "a's live session");
-    assert_eq!(
-        server_for(&a, "JSESSIONID=EARLY.tc1").await,
-        "tc1",
-        "b's live session"
-    );
+    let cookie_b = format!("JSESSIONID={}", live_b.cookie.clone().expect("a session"));
+    assert_eq!(server_for(&a, &cookie_b).await, "tc1", "b's live session");
     // A cookie no instance holds is balanced as a new session, and counted.
     assert_eq!(server_for(&b, "JSESSIONID=STALE.tc1").await, "tc2");
     assert_eq!(tc1_sessions(&b).await["rescued"], 1);
