@@ -25,6 +25,7 @@ pub use check::written_duration;
 pub use error::{ConfigError, ConfigErrors};
 pub use model::*;
 pub use tether_plugins::parse_duration;
+pub use tether_plugins::{no_name_lookups, NOT_LOOKED_UP};
 
 use std::path::Path;
 

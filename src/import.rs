@@ -79,15 +79,20 @@ impl std::fmt::Display for ImportError {
 
 impl std::error::Error for ImportError {}
 
-/// A file's text; one that is not UTF-8 is read as ISO-8859-1 (WebSphere writes
-/// plugin-cfg.xml in it).
-fn read(path: &Path) -> Result<String, ImportError> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| ImportError::file(&path.display().to_string(), format!("cannot read: {e}")))?;
-    Ok(match String::from_utf8(bytes) {
-        Ok(s) => s,
-        Err(e) => e.into_bytes().iter().map(|&b| b as char).collect(),
-    })
+/// A file's bytes as text; bytes that are not UTF-8 are read as ISO-8859-1 (WebSphere
+/// writes plugin-cfg.xml in it).
+pub fn text(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_string(),
+        Err(_) => bytes.iter().map(|&b| b as char).collect(),
+    }
+}
+
+fn read(path: &Path) -> Result<(String, String), ImportError> {
+    let name = path.display().to_string();
+    let bytes =
+        std::fs::read(path).map_err(|e| ImportError::file(&name, format!("cannot read: {e}")))?;
+    Ok((name, text(&bytes)))
 }
 
 /// The tether config for a mod_jk setup, as YAML text.
@@ -96,29 +101,54 @@ pub fn mod_jk(
     uriworkermap: Option<&Path>,
     httpd: &[PathBuf],
 ) -> Result<String, ImportError> {
-    let wfile = workers.display().to_string();
-    let parsed = jk_props::parse(&read(workers)?, &wfile)?;
+    let workers = read(workers)?;
+    let map = uriworkermap.map(read).transpose()?;
+    let httpd = httpd
+        .iter()
+        .map(|h| read(h))
+        .collect::<Result<Vec<_>, _>>()?;
+    let httpd: Vec<(&str, &str)> = httpd
+        .iter()
+        .map(|(f, t)| (f.as_str(), t.as_str()))
+        .collect();
+    mod_jk_text(
+        (&workers.0, &workers.1),
+        map.as_ref().map(|(f, t)| (f.as_str(), t.as_str())),
+        &httpd,
+    )
+}
+
+/// [`mod_jk`] over the files' (name, text).
+pub fn mod_jk_text(
+    (wfile, workers): (&str, &str),
+    uriworkermap: Option<(&str, &str)>,
+    httpd: &[(&str, &str)],
+) -> Result<String, ImportError> {
+    let parsed = jk_props::parse(workers, wfile)?;
     let mut mounts = jk_mounts::Mounts::default();
-    let mut sources = vec![wfile.clone()];
-    if let Some(u) = uriworkermap {
-        let f = u.display().to_string();
-        jk_mounts::uriworkermap(&read(u)?, &f, &mut mounts)?;
-        sources.push(f);
+    let mut sources = vec![wfile.to_string()];
+    if let Some((f, text)) = uriworkermap {
+        jk_mounts::uriworkermap(text, f, &mut mounts)?;
+        sources.push(f.to_string());
     }
-    for h in httpd {
-        let f = h.display().to_string();
-        jk_mounts::httpd(&read(h)?, &f, &mut mounts)?;
-        sources.push(f);
+    for (f, text) in httpd {
+        jk_mounts::httpd(text, f, &mut mounts)?;
+        sources.push(f.to_string());
     }
-    let doc = jk::convert(&parsed, mounts, &wfile)?;
+    let doc = jk::convert(&parsed, mounts, wfile)?;
     Ok(finish(doc, "mod_jk", &sources))
 }
 
 /// The tether config for a WebSphere plug-in's plugin-cfg.xml, as YAML text.
 pub fn websphere(plugin_cfg: &Path) -> Result<String, ImportError> {
-    let f = plugin_cfg.display().to_string();
-    let doc = websphere::convert(&read(plugin_cfg)?, &f)?;
-    Ok(finish(doc, "websphere", &[f]))
+    let (f, text) = read(plugin_cfg)?;
+    websphere_text(&f, &text)
+}
+
+/// [`websphere`] over the file's name and text.
+pub fn websphere_text(file: &str, text: &str) -> Result<String, ImportError> {
+    let doc = websphere::convert(text, file)?;
+    Ok(finish(doc, "websphere", &[file.to_string()]))
 }
 
 fn finish(mut doc: doc::Doc, kind: &str, sources: &[String]) -> String {

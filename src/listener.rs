@@ -15,7 +15,7 @@
 
 mod accept;
 mod head_limit;
-mod proxy_protocol;
+pub mod proxy_protocol;
 
 use head_limit::HeadBudget;
 pub use head_limit::HeadLimited;

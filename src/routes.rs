@@ -8,7 +8,7 @@
 //! cluster and an exclusion for that cluster matches, the request is excluded (404).
 //! Path parameters (`;jsessionid=...`) are not part of the path that is matched.
 
-mod glob;
+pub mod glob;
 
 use crate::config::{Route, RouteAction};
 use std::collections::HashMap;

@@ -13,6 +13,7 @@ mod key;
 mod lens;
 mod metrics;
 mod registry;
+mod resolve;
 pub mod route_lookup;
 pub mod route_table;
 pub mod script;
@@ -25,6 +26,7 @@ pub use duration::parse_duration;
 pub use key::{ConnectionKey, KeySource};
 pub use lens::{SessionLens, SessionView};
 pub use registry::{build, parse, PluginConfigError, PluginSpec, NAMES};
+pub use resolve::{no_name_lookups, resolve, NOT_LOOKED_UP};
 pub use state::RequestState;
 pub use target::{KnownTargets, Target};
 

@@ -6,7 +6,7 @@ use super::model::*;
 use super::operations;
 use super::raw::{RawCluster, RawServer};
 use std::collections::HashMap;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// A cookie or parameter name must be a non-empty HTTP token without `=`.
@@ -346,9 +346,5 @@ fn resolve(address: &str) -> Result<SocketAddr, String> {
     if host.is_empty() || port.parse::<u16>().is_err() {
         return Err(bad());
     }
-    address
-        .to_socket_addrs()
-        .map_err(|e| format!("`{address}` does not resolve: {e}"))?
-        .next()
-        .ok_or_else(|| format!("`{address}` does not resolve to any address"))
+    tether_plugins::resolve(address, address)
 }

@@ -93,6 +93,45 @@ fn facts(header: &HeaderResult<'_>) -> Result<ProxyFacts, Refused> {
     Ok(facts)
 }
 
+/// What the bytes read so far make of a header.
+#[derive(Debug)]
+pub enum Parsed {
+    /// Not a whole header yet: read more.
+    Incomplete,
+    /// Not a header tether takes.
+    Refused(Refused),
+    /// A header of `len` bytes, naming `client` (`None`: the balancer's own connection)
+    /// and carrying `facts`.
+    Header {
+        len: usize,
+        client: Option<std::net::SocketAddr>,
+        facts: ProxyFacts,
+    },
+}
+
+/// Reads a header from the start of `buf` (bounded: past [`MOST`] bytes without a whole
+/// header it is refused).
+pub fn parse_header(buf: &[u8]) -> Parsed {
+    let header = HeaderResult::parse(buf);
+    if header.is_incomplete() {
+        return match buf.len() >= MOST {
+            true => Parsed::Refused("proxy_protocol_malformed"),
+            false => Parsed::Incomplete,
+        };
+    }
+    if !matches!(&header, HeaderResult::V1(Ok(_)) | HeaderResult::V2(Ok(_))) {
+        return Parsed::Refused("proxy_protocol_malformed");
+    }
+    match facts(&header) {
+        Ok(facts) => Parsed::Header {
+            len: length(&header),
+            client: source(&header),
+            facts,
+        },
+        Err(why) => Parsed::Refused(why),
+    }
+}
+
 fn length(header: &HeaderResult<'_>) -> usize {
     match header {
         HeaderResult::V1(Ok(h)) => h.header.len(),
@@ -128,18 +167,11 @@ pub async fn read(
                 return Err("proxy_protocol_missing");
             }
             buf.extend_from_slice(&chunk[..n]);
-            let header = HeaderResult::parse(&buf);
-            if header.is_incomplete() {
-                if buf.len() >= MOST {
-                    return Err("proxy_protocol_malformed");
-                }
-                continue;
+            match parse_header(&buf) {
+                Parsed::Incomplete => continue,
+                Parsed::Refused(why) => return Err(why),
+                Parsed::Header { len, client, facts } => return Ok((len, client, facts)),
             }
-            let ok = matches!(&header, HeaderResult::V1(Ok(_)) | HeaderResult::V2(Ok(_)));
-            if !ok {
-                return Err("proxy_protocol_malformed");
-            }
-            return Ok((length(&header), source(&header), facts(&header)?));
         }
     };
     let (len, client, facts) = match tokio::time::timeout(deadline, read_header).await {

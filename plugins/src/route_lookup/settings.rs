@@ -6,7 +6,7 @@ use crate::registry::PluginConfigError;
 use serde::Deserialize;
 use serde_yaml::Value;
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 #[derive(Deserialize)]
@@ -155,11 +155,7 @@ fn split_url(url: &str) -> Result<(SocketAddr, String, String), String> {
     } else {
         format!("{authority}:80")
     };
-    let addr = with_port
-        .to_socket_addrs()
-        .map_err(|e| format!("`{authority}` does not resolve: {e}"))?
-        .next()
-        .ok_or_else(|| format!("`{authority}` does not resolve"))?;
+    let addr = crate::resolve(&with_port, authority)?;
     if http::uri::PathAndQuery::try_from(path.replace("{key}", "k")).is_err() {
         return Err(format!("`{path}` is not a request path"));
     }

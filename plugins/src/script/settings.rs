@@ -9,7 +9,7 @@ use crate::duration::parse_duration;
 use crate::registry::PluginConfigError;
 use serde::Deserialize;
 use serde_yaml::Value;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -241,11 +241,7 @@ fn destination(text: &str) -> Result<(String, SocketAddr), String> {
         Some((_, p)) if p.parse::<u16>().is_ok() => text.to_string(),
         _ => format!("{text}:80"),
     };
-    let addr = with_port
-        .to_socket_addrs()
-        .map_err(|e| format!("`{text}` does not resolve: {e}"))?
-        .next()
-        .ok_or_else(|| format!("`{text}` does not resolve"))?;
+    let addr = crate::resolve(&with_port, text)?;
     Ok((with_port, addr))
 }
 

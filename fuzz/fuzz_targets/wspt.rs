@@ -1,0 +1,10 @@
+#![no_main]
+//! `wspt` (issue 28): the property `tests/fuzz_props/mod.rs` states for it, coverage-guided;
+//! `cargo test --test fuzz_corpus` replays its seeds in `tests/corpus/wspt/`.
+
+use libfuzzer_sys::fuzz_target;
+
+#[path = "../../tests/fuzz_props/mod.rs"]
+mod props;
+
+fuzz_target!(|input: &[u8]| props::wspt(input));
