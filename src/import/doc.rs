@@ -277,9 +277,28 @@ pub fn scalar_str(s: &str) -> String {
     }
 }
 
-/// Always double-quoted (a JSON string is a YAML double-quoted scalar).
+/// Always double-quoted, with every character YAML does not allow written literally (C0
+/// and C1 controls, DEL, U+FFFE and U+FFFF) escaped, so that it reads back as `s`. (A JSON
+/// string escapes only C0 controls: a C1 control from a Latin-1 file made invalid YAML,
+/// found by the `jk_import` and `websphere_import` fuzz targets.)
 pub fn quoted(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() || matches!(c, '\u{FFFE}' | '\u{FFFF}') => {
+                let _ = write!(out, "\\u{:04X}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 #[cfg(test)]
@@ -289,8 +308,27 @@ mod tests {
     #[test]
     fn strings_read_back_as_written() {
         for s in [
-            "web", "true", "No", "1", "1.5", "*:443", "a b", "x#y", "\\", "", "-x", "ünï",
-            "/shop/*", "a: b", "null", "~",
+            "web",
+            "true",
+            "No",
+            "1",
+            "1.5",
+            "*:443",
+            "a b",
+            "x#y",
+            "\\",
+            "",
+            "-x",
+            "ünï",
+            "/shop/*",
+            "a: b",
+            "null",
+            "~",
+            "m\u{8d}x",
+            "del\u{7f}",
+            "\u{0}\u{1b}\r\n\t",
+            "q\"uote",
+            "\u{85}\u{a0}\u{ffff}\u{fffe}\u{feff}",
         ] {
             let yaml = format!("k: {}\n", scalar_str(s));
             let v: serde_yaml::Value = serde_yaml::from_str(&yaml).unwrap();

@@ -180,7 +180,8 @@ pub fn config_yaml(input: &[u8]) {
         }
         Err(e) => {
             assert!(!e.errors.is_empty(), "an error list with no error");
-            let lines = text.lines().count().max(1) + 1;
+            // YAML's line breaks: CR LF, CR or LF (a file of bare CRs is many lines).
+            let lines = text.replace("\r\n", "\n").matches(['\r', '\n']).count() + 1;
             for err in &e.errors {
                 assert!(
                     !err.message.is_empty(),
