@@ -22,6 +22,7 @@ mod tls;
 mod validate;
 
 pub use check::written_duration;
+pub use clusters::is_token;
 pub use error::{ConfigError, ConfigErrors};
 pub use model::*;
 pub use tether_plugins::parse_duration;
@@ -53,6 +54,18 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     parse(&text, &file)
 }
 
+/// A YAML error's position, inside the file: libyaml reports an error at the end of a file
+/// that does not end in a line break on the line after its last (found by the `config_yaml`
+/// fuzz target); that is the end of its last line. Lines end as in YAML (CR LF, CR, LF).
+fn within(text: &str, line: usize, column: usize) -> (usize, usize) {
+    let breaks = text.replace("\r\n", "\n").matches(['\r', '\n']).count();
+    if line <= breaks + 1 {
+        return (line, column);
+    }
+    let last = text.rsplit(['\r', '\n']).next().unwrap_or("");
+    (breaks + 1, last.chars().count() + 1)
+}
+
 /// Parses and validates config text; `file` names the source in error messages.
 pub fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
     let fail = |errors: Vec<ConfigError>| ConfigErrors::new(file.to_string(), errors);
@@ -61,7 +74,7 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
         Err(e) => {
             let message = raw::strip_position(&e.to_string());
             let mut err = ConfigError::new("", format!("YAML syntax error: {message}"));
-            err.position = e.location().map(|l| (l.line(), l.column()));
+            err.position = e.location().map(|l| within(text, l.line(), l.column()));
             return Err(fail(vec![err]));
         }
     };

@@ -10,7 +10,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 /// A cookie or parameter name must be a non-empty HTTP token without `=`.
-fn is_token(name: &str) -> bool {
+/// Is `name` an HTTP token (RFC 9110), as a cookie or path parameter name must be?
+pub fn is_token(name: &str) -> bool {
     !name.is_empty()
         && name
             .bytes()

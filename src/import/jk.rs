@@ -218,6 +218,26 @@ fn balancer(
     let mut namer = Namer::default();
     let mut timeouts = Timeouts::default();
     settings::balancer(lb, &mut c, &mut timeouts);
+    if let Some(twice) = names
+        .iter()
+        .enumerate()
+        .find(|(i, m)| names[..*i].contains(m))
+    {
+        let line = ["balance_workers", "balanced_workers"]
+            .iter()
+            .filter_map(|d| lb.get(d))
+            .map(|p| p.line)
+            .max()
+            .unwrap_or(lb.line);
+        return Err(ImportError::at(
+            file,
+            line,
+            format!(
+                "load balancer `{}` lists worker `{}` twice",
+                lb.name, twice.1
+            ),
+        ));
+    }
     let mut servers = Vec::new();
     for m in &names {
         let mw = w.worker(m);

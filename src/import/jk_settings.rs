@@ -142,10 +142,20 @@ pub fn balancer(lb: &Worker, c: &mut Cluster, t: &mut Timeouts) {
                     "{s}: tether balances new sessions by weight (weighted) or by requests in flight (least_inflight); weighted is used"
                 )),
             },
-            "session_cookie" => item.set("session_cookie", Value::Str(p.value.clone()), s),
-            "session_path" => {
+            "session_cookie" | "session_path" => {
                 let v = p.value.trim_start_matches(';').to_string();
-                item.set("session_path", Value::Str(v), s);
+                if crate::config::is_token(&v) {
+                    let key = match p.directive.as_str() {
+                        "session_cookie" => "session_cookie",
+                        _ => "session_path",
+                    };
+                    item.set(key, Value::Str(v), s);
+                } else {
+                    item.note(format!(
+                        "REVIEW: {s}: {} is not a name tether accepts; the default is used",
+                        super::doc::quoted(&v)
+                    ));
+                }
             }
             d if CLUSTER_LEVEL.contains(&d) => {}
             d if LB.contains(&d) => {}

@@ -237,7 +237,12 @@ pub fn convert(text: &str, file: &str) -> Result<Doc, ImportError> {
                     "its Uris have more than one {attr}; tether has one per cluster: `{v}`"
                 ));
             }
-            if v != default {
+            if !crate::config::is_token(&v) {
+                c.item.note(format!(
+                    "REVIEW: {attr} {} is not a name tether accepts; `{default}` is used",
+                    super::doc::quoted(&v)
+                ));
+            } else if v != default {
                 c.item.set(key, Value::Str(v), format!("Uri {attr}"));
             }
         }
