@@ -200,7 +200,10 @@ impl Redis {
         })
     }
 
-    async fn run<T: redis::FromRedisValue>(&mut self, cmd: &redis::Cmd) -> Result<T, Failure> {
+    pub(super) async fn run<T: redis::FromRedisValue>(
+        &mut self,
+        cmd: &redis::Cmd,
+    ) -> Result<T, Failure> {
         match tokio::time::timeout(self.timeout, cmd.query_async::<T>(&mut self.con)).await {
             Ok(r) => Ok(r?),
             Err(_) => Err(Failure::Link(format!(
@@ -241,7 +244,7 @@ impl Redis {
         self.run_pipe(&pipe).await
     }
 
-    async fn run_pipe<T: redis::FromRedisValue>(
+    pub(super) async fn run_pipe<T: redis::FromRedisValue>(
         &mut self,
         pipe: &redis::Pipeline,
     ) -> Result<T, Failure> {
@@ -252,83 +255,6 @@ impl Redis {
                 self.timeout
             ))),
         }
-    }
-
-    /// Since when (ms since the Unix epoch) Redis has held the fleet's session filters:
-    /// `now_ms` if it held no such mark (it is new, or lost its data).
-    pub async fn watching_since(&mut self, keys: &Keys, now_ms: u64) -> Result<u64, Failure> {
-        let mut set = redis::cmd("SET");
-        set.arg(keys.watching()).arg(now_ms).arg("NX");
-        if self.run::<Option<String>>(&set).await?.is_some() {
-            return Ok(now_ms);
-        }
-        let mut get = redis::cmd("GET");
-        get.arg(keys.watching());
-        match self.run::<Option<String>>(&get).await {
-            // Garbage reads as "just now": the wait starts again.
-            Ok(v) => Ok(v.and_then(|v| v.parse().ok()).unwrap_or(now_ms)),
-            Err(Failure::Data(_)) => Ok(now_ms),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Writes `holder`'s session filter at `key` for `ttl_ms`, and names it in `holders`.
-    pub async fn publish_seen(
-        &mut self,
-        key: &str,
-        holders: &str,
-        holder: &str,
-        filter: &[u8],
-        ttl_ms: u64,
-    ) -> Result<(), Failure> {
-        let mut pipe = redis::pipe();
-        pipe.cmd("SET")
-            .arg(key)
-            .arg(filter)
-            .arg("PX")
-            .arg(ttl_ms)
-            .ignore()
-            .cmd("SADD")
-            .arg(holders)
-            .arg(holder)
-            .ignore()
-            .cmd("PEXPIRE")
-            .arg(holders)
-            .arg(ttl_ms)
-            .ignore();
-        self.run_pipe(&pipe).await
-    }
-
-    /// The filters of the holders named in `holders` (`key_of` names a holder's filter);
-    /// holders whose filter expired are taken out of the set.
-    pub async fn read_seen(
-        &mut self,
-        holders: &str,
-        key_of: impl Fn(&str) -> String,
-    ) -> Result<Vec<Vec<u8>>, Failure> {
-        let mut members = redis::cmd("SMEMBERS");
-        members.arg(holders);
-        let names: Vec<String> = self.run(&members).await?;
-        if names.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut get = redis::cmd("MGET");
-        for n in &names {
-            get.arg(key_of(n));
-        }
-        let values: Vec<Option<Vec<u8>>> = self.run(&get).await?;
-        let gone: Vec<&String> = names
-            .iter()
-            .zip(&values)
-            .filter(|(_, v)| v.is_none())
-            .map(|(n, _)| n)
-            .collect();
-        if !gone.is_empty() {
-            let mut rem = redis::cmd("SREM");
-            rem.arg(holders).arg(gone);
-            self.run::<u64>(&rem).await?;
-        }
-        Ok(values.into_iter().flatten().collect())
     }
 
     /// The union's cardinality of the HyperLogLogs at `keys` (absent ones count as empty).

@@ -21,6 +21,7 @@
 //! in its last [`PUBLISH_EVERY`] before it died without a drain, and those of an instance
 //! cut off from Redis for longer than a timeout.
 
+use super::keys::Keys;
 use super::redis_io::{Failure, Redis};
 use super::sync::FleetSync;
 use crate::config::ServerState;
@@ -142,5 +143,85 @@ impl FleetSync {
             }
         }
         Ok(Some(filters))
+    }
+}
+
+/// The Redis calls of the fleet's session filters.
+impl Redis {
+    /// Since when (ms since the Unix epoch) Redis has held the fleet's session filters:
+    /// `now_ms` if it held no such mark (it is new, or lost its data).
+    pub async fn watching_since(&mut self, keys: &Keys, now_ms: u64) -> Result<u64, Failure> {
+        let mut set = redis::cmd("SET");
+        set.arg(keys.watching()).arg(now_ms).arg("NX");
+        if self.run::<Option<String>>(&set).await?.is_some() {
+            return Ok(now_ms);
+        }
+        let mut get = redis::cmd("GET");
+        get.arg(keys.watching());
+        match self.run::<Option<String>>(&get).await {
+            // Garbage reads as "just now": the wait starts again.
+            Ok(v) => Ok(v.and_then(|v| v.parse().ok()).unwrap_or(now_ms)),
+            Err(Failure::Data(_)) => Ok(now_ms),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes `holder`'s session filter at `key` for `ttl_ms`, and names it in `holders`.
+    pub async fn publish_seen(
+        &mut self,
+        key: &str,
+        holders: &str,
+        holder: &str,
+        filter: &[u8],
+        ttl_ms: u64,
+    ) -> Result<(), Failure> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("SET")
+            .arg(key)
+            .arg(filter)
+            .arg("PX")
+            .arg(ttl_ms)
+            .ignore()
+            .cmd("SADD")
+            .arg(holders)
+            .arg(holder)
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(holders)
+            .arg(ttl_ms)
+            .ignore();
+        self.run_pipe(&pipe).await
+    }
+
+    /// The filters of the holders named in `holders` (`key_of` names a holder's filter);
+    /// holders whose filter expired are taken out of the set.
+    pub async fn read_seen(
+        &mut self,
+        holders: &str,
+        key_of: impl Fn(&str) -> String,
+    ) -> Result<Vec<Vec<u8>>, Failure> {
+        let mut members = redis::cmd("SMEMBERS");
+        members.arg(holders);
+        let names: Vec<String> = self.run(&members).await?;
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut get = redis::cmd("MGET");
+        for n in &names {
+            get.arg(key_of(n));
+        }
+        let values: Vec<Option<Vec<u8>>> = self.run(&get).await?;
+        let gone: Vec<&String> = names
+            .iter()
+            .zip(&values)
+            .filter(|(_, v)| v.is_none())
+            .map(|(n, _)| n)
+            .collect();
+        if !gone.is_empty() {
+            let mut rem = redis::cmd("SREM");
+            rem.arg(holders).arg(gone);
+            self.run::<u64>(&rem).await?;
+        }
+        Ok(values.into_iter().flatten().collect())
     }
 }
