@@ -7,6 +7,7 @@
 mod body;
 mod client;
 mod ctx;
+mod fleet_wait;
 mod forwarded;
 mod hooks;
 mod lens;
@@ -28,6 +29,7 @@ pub use ctx::RequestCtx;
 
 /// The proxy core's parts that tether's own HTTP/1 engine (`crate::engine`) runs too.
 pub use client::client_of;
+pub use fleet_wait::{settle as await_fleet, waits as waits_for_fleet};
 pub use forwarded::{set_forwarded, write_on_stack};
 pub use min_rate::{body_time_left, write_timeout};
 pub use peer::{connect_failed, http_peer};
@@ -207,7 +209,12 @@ impl TetherProxy {
         ctx.metrics = Some(snapshot.metrics[cluster].clone());
         ctx.upstream_tls = snapshot.upstream_tls[cluster].clone();
         ctx.ssl_headers = snapshot.ssl_headers[cluster].clone();
-        let decision = decide(session, ctx);
+        let mut decision = decide(session, ctx);
+        if fleet_wait::waits(ctx.router.as_deref(), decision, ctx.session_key) {
+            let router = ctx.router.clone().expect("waits() saw it");
+            let key = ctx.session_key;
+            decision = fleet_wait::settle(&router, decision, key, || decide(session, ctx)).await;
+        }
         ctx.count_decision(decision);
         match decision {
             Decision::Reject(reason) => {

@@ -240,3 +240,38 @@ async fn a_health_check_down_mark_is_a_hint_the_others_check_at_once() {
     assert!(metric(&b, "tether_shared_state_applied_total{kind=\"hint\"}").await >= 1.0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A session made through one instance, its next request at once through another: the
+/// other has not applied the new partition yet (instances publish every 100 ms), and
+/// must wait for the fleet rather than hash the session to some clone with `$WSFO`,
+/// which would take the partition from its owner while it is up (IBM PK48101, across a
+/// fleet). Found by the soak (`tests/soak`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_learned_a_moment_ago_on_another_instance_is_waited_for() {
+    let dir = scratch_dir("fleet-fresh-partition");
+    let redis = Redis::start(&dir.join("redis"));
+    let (_cluster, sims) = was_cluster().await;
+    let a = instance(&sims, &redis.url(), "a", "");
+    let b = instance(&sims, &redis.url(), "b", "");
+    for t in [&a, &b] {
+        until(
+            "the instance is in sync",
+            Duration::from_secs(10),
+            || async { metric(t, "tether_shared_state_up").await == 1.0 },
+        )
+        .await;
+    }
+    // Three new sessions through b: one on each clone, each a partition a never saw.
+    let made = sessions(&b, 3).await;
+    let mut homes: Vec<&str> = made.iter().map(|(_, h)| h.as_str()).collect();
+    homes.sort();
+    assert_eq!(homes, ["was1", "was2", "was3"], "one session per clone");
+    for (cookie, home) in &made {
+        let started = std::time::Instant::now();
+        let (server, count) = visit(&a, cookie).await;
+        println!("{cookie} through a: {server} in {:?}", started.elapsed());
+        assert_eq!(&server, home, "the session stays on its server");
+        assert_eq!(count, 2, "and keeps its data");
+    }
+    assert_eq!(wsfo_total(&sims), 0, "no $WSFO while affinity holds");
+}

@@ -145,7 +145,17 @@ impl Engine {
         ctx.metrics = Some(snapshot.metrics[cluster].clone());
         ctx.upstream_tls = snapshot.upstream_tls[cluster].clone();
         ctx.ssl_headers = snapshot.ssl_headers[cluster].clone();
-        let mut decision = self.decide(c, ctx, ms_at(ctx.start));
+        let mut decision = self.decide_only(c, ctx, ms_at(ctx.start));
+        if proxy::waits_for_fleet(ctx.router.as_deref(), decision, ctx.session_key) {
+            // Boxed: only a WebSphere session whose partition is unknown here waits.
+            let router = ctx.router.clone().expect("waits_for_fleet saw it");
+            let key = ctx.session_key;
+            let fleet = proxy::await_fleet(&router, decision, key, || {
+                self.decide_only(c, ctx, now_ms())
+            });
+            decision = Box::pin(fleet).await;
+        }
+        ctx.count_decision(decision);
         let mut tries = 0;
         loop {
             tries += 1;
@@ -201,13 +211,19 @@ impl Engine {
     }
 
     fn decide(&self, c: &Conn, ctx: &mut RequestCtx, now: u64) -> Decision {
+        let d = self.decide_only(c, ctx, now);
+        ctx.count_decision(d);
+        d
+    }
+
+    /// The decision, not counted yet.
+    fn decide_only(&self, c: &Conn, ctx: &mut RequestCtx, now: u64) -> Decision {
         let Some(router) = &ctx.router else {
             return Decision::Reject(Reject::NoServer);
         };
         let target = c.head.target.of(&c.buf);
         let (d, key) = router.decide_keyed(target, &View(c), &ctx.tried, now, ctx.preferred);
         ctx.session_key = key;
-        ctx.count_decision(d);
         d
     }
 

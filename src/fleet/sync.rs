@@ -151,6 +151,16 @@ impl FleetSync {
         }
     }
 
+    /// Tells every partition table whether the fleet feeds it now: a request waits for a
+    /// partition the fleet may know only while it does (`routing/partitions/feed.rs`).
+    fn feed_tables(&self, fed: bool) {
+        for r in self.control.snapshot().load().clusters.iter() {
+            if let Some(t) = r.partitions() {
+                t.feed().set_fed(fed);
+            }
+        }
+    }
+
     /// Applies a batch of events other instances published.
     fn apply_events(&self, events: Vec<Event>) {
         let snapshot = self.control.snapshot().load_full();
@@ -255,6 +265,7 @@ impl FleetSync {
             _ = shutdown.changed() => return End::Shutdown,
         };
         self.fleet.set_up(true);
+        self.feed_tables(true);
         // Room for bursts while a flush waits on Redis: the reader keeps reading meanwhile.
         let (tx, mut rx) = mpsc::channel(64);
         let reading = tokio::spawn(read_events(reader, keys.clone(), after, tx));
@@ -272,6 +283,8 @@ impl FleetSync {
                     None => return lost("the stream reader stopped", true),
                 },
                 _ = tick.tick() => {
+                    // A reload may have made new tables.
+                    self.feed_tables(true);
                     self.collect(p);
                     if let Err(e) = self.flush(&mut redis, p).await {
                         return lost(e, true);
@@ -357,10 +370,12 @@ impl BackgroundService for FleetSync {
             match self.session(&mut shutdown, &mut pending).await {
                 End::Shutdown => {
                     self.fleet.set_up(false);
+                    self.feed_tables(false);
                     return;
                 }
                 End::Lost { why, synced } => {
                     self.fleet.set_up(false);
+                    self.feed_tables(false);
                     metrics::RECONNECTS.inc();
                     if synced {
                         backoff = TICK;

@@ -18,10 +18,12 @@
 //! removals make odd, and look again if a removal moved entries under them.
 
 mod evict;
+mod feed;
 mod journal;
 #[cfg(test)]
 mod tests;
 
+pub use feed::Feed;
 pub use journal::{wall_ms, Change};
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
@@ -85,6 +87,8 @@ pub struct PartitionTable {
     tick: AtomicU32,
     /// What writers change, on its own cache lines so that look-ups never miss on it.
     w: WriteSide,
+    /// What a fleet feeds the table ([`Feed`]).
+    feed: Feed,
 }
 
 #[repr(align(64))]
@@ -156,7 +160,13 @@ impl PartitionTable {
                 rejected: AtomicU64::new(0),
                 evicted: AtomicU64::new(0),
             },
+            feed: Feed::default(),
         }
+    }
+
+    /// What a fleet feeds the table, and the requests waiting for it.
+    pub fn feed(&self) -> &Feed {
+        &self.feed
     }
 
     pub fn len(&self) -> usize {
@@ -309,6 +319,7 @@ impl PartitionTable {
             if journal {
                 w.journal.push(key, clone);
             }
+            self.feed.changed();
             return Insert::Updated;
         }
         if !may_add {
@@ -322,6 +333,7 @@ impl PartitionTable {
         if journal {
             w.journal.push(key, clone);
         }
+        self.feed.changed();
         if evicted {
             Insert::Evicted
         } else {

@@ -6,11 +6,11 @@ mod pick;
 mod ramp;
 mod track;
 
-use super::decision::Decision;
+use super::decision::{Decision, Outcome};
 use super::fields::Fields;
 use super::live::ServerLive;
 use super::live_sessions::LiveSessions;
-use super::partitions::{clone_tag, PartitionTable};
+use super::partitions::{clone_tag, Feed, PartitionTable};
 use super::ring::Ring;
 use super::session_id::{cookie_values, path_parameter};
 use super::tried::Tried;
@@ -279,6 +279,24 @@ impl ClusterRouter {
     /// The partition table (WebSphere clusters only).
     pub fn partitions(&self) -> Option<&Arc<PartitionTable>> {
         self.partitions.as_ref()
+    }
+
+    /// The fleet's feed of the partition table, when `d` hashed a WebSphere session whose
+    /// partition the table does not know and the fleet may know it (`partitions/feed.rs`):
+    /// what the request waits on before it fails over.
+    pub fn fleet_feed(&self, d: Decision, key: Option<u64>, now: u64) -> Option<&Feed> {
+        let hashed = matches!(
+            d,
+            Decision::Route {
+                outcome: Outcome::HashFallback,
+                ..
+            }
+        );
+        if !hashed || self.style != SessionStyle::Websphere {
+            return None;
+        }
+        let feed = self.partitions.as_ref()?.feed();
+        feed.may_wait(key, now).then_some(feed)
     }
 
     /// Chooses the server for a request whose raw path (with query) is `path`.
