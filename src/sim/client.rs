@@ -1,11 +1,14 @@
-//! A minimal HTTP/1.1 client for tests and the demo: keep-alive, raw header bytes,
-//! chunked and read-to-EOF response bodies, and a hard timeout so tests never hang.
+//! A minimal HTTP/1.1 client for tests and the demo: keep-alive over TCP or TLS, raw
+//! header bytes, chunked and read-to-EOF response bodies, and a hard timeout so tests never
+//! hang.
 
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use pingora_core::tls::ssl::SslConnector;
+use pingora_core::tls::tokio_ssl::SslStream;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 pub use super::response::Response;
@@ -14,18 +17,37 @@ use super::wire::{self, Head, MAX_BODY, MAX_HEAD};
 /// Upper bound on one request, connect to last body byte.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
-type Conn = BufReader<TcpStream>;
+/// What a connection runs on: TCP, or TLS over it.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+type Conn = BufReader<Box<dyn Io>>;
 
 /// One keep-alive connection to `addr`, opened on first use and reopened when needed.
 pub struct HttpClient {
     addr: SocketAddr,
     conn: Option<Conn>,
+    /// TLS: the connector and the name the server's certificate is checked against (SNI).
+    tls: Option<(SslConnector, String)>,
 }
 
 impl HttpClient {
     /// Connects lazily, on the first request.
     pub fn new(addr: SocketAddr) -> Self {
-        HttpClient { addr, conn: None }
+        HttpClient {
+            addr,
+            conn: None,
+            tls: None,
+        }
+    }
+
+    /// Connects lazily, with TLS through `connector` to the server named `name`.
+    pub fn tls(addr: SocketAddr, connector: SslConnector, name: &str) -> Self {
+        HttpClient {
+            addr,
+            conn: None,
+            tls: Some((connector, name.to_string())),
+        }
     }
 
     /// Sends one request and reads its response. Adds `Host` and, for a non-empty body,
@@ -57,7 +79,7 @@ impl HttpClient {
             }
             // Nothing came back, so the server never answered this request: resend below.
         }
-        let mut conn = connect(self.addr).await?;
+        let mut conn = connect(self.addr, self.tls.as_ref()).await?;
         send_and_await_reply(&mut conn, raw).await?;
         self.finish(conn, method).await
     }
@@ -76,17 +98,29 @@ pub async fn send_raw(addr: SocketAddr, raw: &[u8]) -> io::Result<Response> {
     let method = raw.split(|&b| b == b' ').next().unwrap_or_default();
     let method = if method == b"HEAD" { "HEAD" } else { "GET" };
     with_timeout(async {
-        let mut conn = connect(addr).await?;
+        let mut conn = connect(addr, None).await?;
         send_and_await_reply(&mut conn, raw).await?;
         Ok(read_response(&mut conn, method).await?.0)
     })
     .await
 }
 
-async fn connect(addr: SocketAddr) -> io::Result<Conn> {
+async fn connect(addr: SocketAddr, tls: Option<&(SslConnector, String)>) -> io::Result<Conn> {
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
-    Ok(BufReader::new(stream))
+    let Some((connector, name)) = tls else {
+        return Ok(BufReader::new(Box::new(stream)));
+    };
+    let ssl = connector
+        .configure()
+        .and_then(|c| c.into_ssl(name))
+        .map_err(io::Error::other)?;
+    let mut stream = SslStream::new(ssl, stream).map_err(io::Error::other)?;
+    std::pin::Pin::new(&mut stream)
+        .connect()
+        .await
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(BufReader::new(Box::new(stream)))
 }
 
 async fn with_timeout<T>(f: impl std::future::Future<Output = io::Result<T>>) -> io::Result<T> {

@@ -132,7 +132,8 @@ impl Handler for WebSphere {
             .map(|id| session_key(id).to_string())
             .collect();
         // Header names arrive lower-cased; the value does not matter to WebSphere.
-        let touched = if req.headers.iter().any(|(name, _)| name == "$wsfo") {
+        let failover = req.headers.iter().any(|(name, _)| name == "$wsfo");
+        let touched = if failover {
             self.wsfo_received.fetch_add(1, Ordering::SeqCst);
             self.fail_over(&keys)
         } else {
@@ -154,6 +155,10 @@ impl Handler for WebSphere {
                 .map(|p| format!("{p}={}", self.clone_id))
                 .collect();
             resp = resp.header("$WSPT", table.join(", "));
+        }
+        if failover {
+            // Not WebSphere's: tells a client which of its requests carried `$WSFO`.
+            resp = resp.header("X-Failover", "1");
         }
         resp.header("X-Server", &self.name)
             .header("X-Session-Id", &key)
