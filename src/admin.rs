@@ -11,7 +11,7 @@ mod console;
 mod drain;
 
 use crate::config::{Role, ServerState};
-use crate::control::{state_name, Control, ControlError};
+use crate::control::{Control, ControlError};
 use async_trait::async_trait;
 use http::{Method, Response, StatusCode};
 use log::{info, warn};
@@ -275,15 +275,15 @@ impl ServeHttp for AdminApp {
                     Ok(before) => {
                         info!(
                             "admin: {peer} set {cluster}/{server} to {} (was {})",
-                            state_name(state),
-                            state_name(before)
+                            state.name(),
+                            before.name()
                         );
                         if let Some(wait) = wait {
                             return drain::wait(&self.control, &peer, cluster, server, wait).await;
                         }
                         json(
                             StatusCode::OK,
-                            serde_json::json!({ "cluster": cluster, "server": server, "state": state_name(state), "previous": state_name(before) }),
+                            serde_json::json!({ "cluster": cluster, "server": server, "state": state.name(), "previous": before.name() }),
                         )
                     }
                     Err(e) => control_error(e),

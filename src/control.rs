@@ -14,9 +14,11 @@ use std::sync::{Arc, Mutex};
 
 mod overview;
 mod sessions;
+mod shared;
 mod status;
 
 pub use sessions::SessionsNow;
+pub use shared::Shared;
 pub use status::empty_by;
 
 /// Why a control call was refused.
@@ -57,7 +59,7 @@ pub struct Control {
     /// Serialises changes that rebuild the snapshot (reload, weight), so none is lost.
     rebuild: Mutex<()>,
     /// The fleet this instance shares operators' changes with, if any.
-    fleet: once_cell::sync::OnceCell<Arc<crate::fleet::Fleet>>,
+    fleet: once_cell::sync::OnceCell<Arc<dyn Shared>>,
     /// When the process started (ms since the Unix epoch).
     started_ms: u64,
     /// The last reload: when, and why it failed (`None`: applied).
@@ -80,7 +82,7 @@ impl Control {
     }
 
     /// Shares operators' changes with `fleet` from now on.
-    pub fn join_fleet(&self, fleet: Arc<crate::fleet::Fleet>) {
+    pub fn join_fleet(&self, fleet: Arc<dyn Shared>) {
         let _ = self.fleet.set(fleet);
     }
 
@@ -423,14 +425,6 @@ impl Control {
     }
 }
 
-pub fn state_name(state: ServerState) -> &'static str {
-    match state {
-        ServerState::Active => "active",
-        ServerState::Draining => "draining",
-        ServerState::Stopped => "stopped",
-    }
-}
-
 /// Each server of `new` whose run-time change (still in `current`) hides a different
 /// state or weight in the file, said in a line for the log and the reload's answer.
 fn shadowed(current: &Snapshot, new: &Config) -> Vec<String> {
@@ -449,11 +443,7 @@ fn shadowed(current: &Snapshot, new: &Config) -> Vec<String> {
             let (state, weight) = (slot.live.state(), slot.live.weight());
             let mut fields = Vec::new();
             if state != s.state {
-                fields.push(format!(
-                    "state {} (file: {})",
-                    state_name(state),
-                    state_name(s.state)
-                ));
+                fields.push(format!("state {} (file: {})", state.name(), s.state.name()));
             }
             if weight != s.weight {
                 fields.push(format!("weight {weight} (file: {})", s.weight));

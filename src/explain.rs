@@ -5,7 +5,6 @@
 //! decision is the router's own, run dry ([`crate::routing::ClusterRouter::explain`]).
 
 use crate::config::{Config, RouteAction};
-use crate::control::state_name;
 use crate::routes::Found;
 use crate::routing::{cookie_values, now_ms, path_parameter, Decision, Health, Reject, Tried};
 use crate::snapshot::Snapshot;
@@ -146,7 +145,7 @@ pub fn explain(config: &Config, snapshot: &Snapshot, ask: &Ask) -> Result<Value,
         .map(|(i, s)| {
             json!({
                 "name": s.config.name,
-                "state": state_name(s.live.state()),
+                "state": s.live.state().name(),
                 "health": match s.live.health() { Health::Up => "up", Health::Down { .. } => "down" },
                 "weight": s.live.weight(),
                 "live_sessions": counts.as_ref().and_then(|c| c.get(i)).map(|c| c.live),

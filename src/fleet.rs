@@ -5,7 +5,7 @@
 //! The request path never talks to Redis. It keeps reading the local partition table and
 //! server states; `$WSPT` changes are recorded by the table (`routing/partitions/journal.rs`)
 //! and operators' changes by [`Fleet::server_changed`]. One background task
-//! ([`sync::FleetSync`]) publishes them every 100 ms, reads what the others published from a
+//! ([`FleetSync`]) publishes them every 100 ms, reads what the others published from a
 //! Redis stream, and applies it. Each entry carries a version (a hybrid logical clock in
 //! ms): Redis keeps the newer of two writes (a compare-and-set script), so instances never
 //! flip an entry back and forth. See `keys.rs` for the keys and their format, and the
@@ -25,7 +25,6 @@ mod start;
 mod sync;
 
 pub use start::load_at_start;
-pub use sync::FleetSync;
 
 use crate::config::shared_state::SharedState;
 use crate::config::ServerState;
@@ -33,6 +32,20 @@ use keys::{Keys, ServerValue};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
+
+/// The fleet's sync task (`sync.rs`): this instance's fleet state and the operator state
+/// it applies the others' changes to. Its work is spread by topic over `sync.rs`,
+/// `publish.rs` and `rescue.rs`.
+pub struct FleetSync {
+    fleet: Arc<Fleet>,
+    control: Arc<crate::control::Control>,
+}
+
+impl FleetSync {
+    pub fn new(fleet: Arc<Fleet>, control: Arc<crate::control::Control>) -> FleetSync {
+        FleetSync { fleet, control }
+    }
+}
 
 /// Another instance, as its last heartbeat said.
 #[derive(Clone, Debug)]
@@ -184,5 +197,19 @@ impl Fleet {
     fn set_up(&self, up: bool) {
         self.up.store(up, Relaxed);
         metrics::UP.set(up as i64);
+    }
+}
+
+impl crate::control::Shared for Fleet {
+    fn server_changed(&self, cluster: &str, server: &str, state: Option<ServerState>, weight: u32) {
+        Fleet::server_changed(self, cluster, server, state, weight)
+    }
+
+    fn server_status(&self, cluster: &str, server: &str) -> Option<serde_json::Value> {
+        Fleet::server_status(self, cluster, server)
+    }
+
+    fn status(&self) -> serde_json::Value {
+        Fleet::status(self)
     }
 }

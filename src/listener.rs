@@ -4,7 +4,7 @@
 //!
 //! The HTTP/1 connection loop is Pingora's own (`HttpServerApp`'s `process_new`), with three
 //! additions: a connection over `max_connections` is closed at once; the connection's reads
-//! are bounded by `max_request_head` while a head is read ([`head_limit`]); and each
+//! are bounded by `max_request_head` while a head is read ([`crate::head_limit`]); and each
 //! request is raced against its head deadline. The proxy marks the head as read
 //! (`head_read`) in its first phase; a deadline that passes before that drops the request,
 //! which closes the connection. Nothing was sent upstream then, so nothing is cut short.
@@ -14,11 +14,9 @@
 //! then stays with Pingora's proxy.
 
 mod accept;
-mod head_limit;
 pub mod proxy_protocol;
 
-use head_limit::HeadBudget;
-pub use head_limit::HeadLimited;
+use crate::head_limit::{HeadBudget, HeadLimited, HEAD};
 
 use crate::client_limits;
 use crate::engine::{Engine, Next};
@@ -37,34 +35,6 @@ use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-tokio::task_local! {
-    /// The connection's head budget, lifted by the proxy once the request's head is read.
-    static HEAD: Arc<HeadBudget>;
-}
-
-/// Called by the proxy in its first phase: the head arrived in time and within its size.
-pub fn head_read() {
-    let _ = HEAD.try_with(|h| h.lift());
-}
-
-/// Caps what the connection's next reads return, in all (`None`: no cap); a no-op on
-/// HTTP/2 (`proxy/body.rs`).
-pub fn cap_reads(total: Option<usize>) {
-    let _ = HEAD.try_with(|h| h.cap(total));
-}
-
-/// How long this request's reads have waited for the client since its head was read;
-/// `None` on HTTP/2 (there, the time since the head is the measure).
-pub fn client_wait() -> Option<Duration> {
-    HEAD.try_with(|h| h.client_wait()).ok()
-}
-
-/// The connection will be reset when it closes, dropping what the kernel still queues for
-/// the client (a client too slow to read); a no-op on HTTP/2.
-pub fn reset_on_close() {
-    let _ = HEAD.try_with(|h| h.reset_on_close());
-}
 
 pub struct Listener {
     proxy: Arc<HttpProxy<TetherProxy>>,

@@ -5,17 +5,15 @@
 //! `pingora-prometheus` serves. Per-request counters are resolved to handles when a
 //! routing snapshot is built ([`ClusterMetrics`]), so the request path never formats a
 //! label. Gauges that mirror live state (health, state, weight, in flight, partition
-//! table) are read at scrape time by [`LiveCollector`].
+//! table) are read at scrape time by `live_metrics::LiveCollector`.
 
 mod cluster;
 mod heap;
-mod live;
 mod process;
 
 pub use heap::register as register_heap;
 
 pub use cluster::ClusterMetrics;
-pub use live::LiveCollector;
 
 use once_cell::sync::Lazy;
 use pingora_prometheus::prometheus::{
@@ -269,7 +267,7 @@ fn unix_now() -> f64 {
 }
 
 /// Registers what exists from the start and the collector of live state.
-pub fn init(collector: LiveCollector) {
+pub fn init(collector: impl prometheus::core::Collector + 'static) {
     BUILD_INFO
         .with_label_values(&[env!("CARGO_PKG_VERSION")])
         .set(1);

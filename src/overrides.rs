@@ -6,7 +6,6 @@
 //! change and read once at start; a missing or unreadable file changes nothing.
 
 use crate::config::ServerState;
-use crate::control::state_name;
 use crate::snapshot::Snapshot;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -33,7 +32,7 @@ pub fn save(snapshot: &Snapshot, state_dir: &Path) -> io::Result<()> {
             all.entry(router.name.clone()).or_default().insert(
                 s.config.name.clone(),
                 Override {
-                    state: state_name(s.live.state()).to_string(),
+                    state: s.live.state().name().to_string(),
                     weight: s.live.weight(),
                 },
             );

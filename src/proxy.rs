@@ -114,7 +114,7 @@ impl TetherProxy {
     /// otherwise wait forever for the next request on a kept-alive connection), and
     /// pipelined requests are served in order instead of being dropped.
     pub async fn early_request(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
-        crate::listener::head_read();
+        crate::head_limit::head_read();
         let limits = self.snapshot.load().limits[self.listener];
         ctx.limits = limits;
         // Only where the request left keep-alive on: Pingora turns it off for HTTP/1.0
@@ -423,7 +423,7 @@ impl TetherProxy {
             // A client too slow to read: close with a reset, or the kernel keeps sending it
             // the megabytes it queued (at its pace) before the close is seen.
             crate::metrics::client_closed(&self.name, "send_timeout");
-            crate::listener::reset_on_close();
+            crate::head_limit::reset_on_close();
         }
         // Only an interim (1xx) answer may have gone out; then a final one still can.
         let final_written = session

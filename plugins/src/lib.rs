@@ -7,6 +7,7 @@
 //! look-up service cannot send traffic to an arbitrary address.
 
 mod chain;
+mod config_error;
 mod connection;
 mod duration;
 mod key;

@@ -1,25 +1,10 @@
 //! The explicit registry: plugin names, how their config is parsed and how they are built.
 
+pub use crate::config_error::PluginConfigError;
 use crate::target::KnownTargets;
 use crate::{route_lookup, route_table, script, Plugin};
 use serde_yaml::Value;
 use std::sync::Arc;
-
-/// A problem in one plugin's config; `path` is relative to the plugin's entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PluginConfigError {
-    pub path: String,
-    pub message: String,
-}
-
-impl PluginConfigError {
-    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        PluginConfigError {
-            path: path.into(),
-            message: message.into(),
-        }
-    }
-}
 
 /// A validated plugin config, ready to build.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,9 +18,13 @@ type Parser = fn(&Value, &KnownTargets) -> Result<PluginSpec, Vec<PluginConfigEr
 
 /// Every plugin tether knows, by name.
 const REGISTRY: &[(&str, Parser)] = &[
-    ("route_lookup", route_lookup::parse),
-    ("route_table", route_table::parse),
-    ("script", script::parse),
+    ("route_lookup", |v, t| {
+        route_lookup::parse(v, t).map(PluginSpec::RouteLookup)
+    }),
+    ("route_table", |v, t| {
+        route_table::parse(v, t).map(PluginSpec::RouteTable)
+    }),
+    ("script", |v, t| script::parse(v, t).map(PluginSpec::Script)),
 ];
 
 /// The names in the registry.

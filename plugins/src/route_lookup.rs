@@ -18,8 +18,8 @@ mod settings;
 
 pub use settings::{AnswerSource, Fallback, Settings};
 
+use crate::config_error::PluginConfigError;
 use crate::metrics::{self, LookupMetrics, Outcome};
-use crate::registry::{PluginConfigError, PluginSpec};
 use crate::target::KnownTargets;
 use crate::{Connection, Plugin, RequestState, Route};
 use async_trait::async_trait;
@@ -32,8 +32,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub fn parse(entry: &Value, _targets: &KnownTargets) -> Result<PluginSpec, Vec<PluginConfigError>> {
-    Settings::parse(entry).map(PluginSpec::RouteLookup)
+pub fn parse(entry: &Value, _targets: &KnownTargets) -> Result<Settings, Vec<PluginConfigError>> {
+    Settings::parse(entry)
 }
 
 /// What the cache keeps for a key: the service's answer, or its failure (shared, so a hit

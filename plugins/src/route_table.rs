@@ -6,9 +6,9 @@
 //! must exist in the config; a key may be given once. The table is built once and read
 //! without a lock.
 
+use crate::config_error::PluginConfigError;
 use crate::key::KeySource;
 use crate::metrics::{LookupMetrics, Outcome};
-use crate::registry::{PluginConfigError, PluginSpec};
 use crate::target::{KnownTargets, Target};
 use crate::{Connection, Plugin, RequestState, Route};
 use async_trait::async_trait;
@@ -50,7 +50,7 @@ impl PartialEq for Spec {
     }
 }
 
-pub fn parse(entry: &Value, targets: &KnownTargets) -> Result<PluginSpec, Vec<PluginConfigError>> {
+pub fn parse(entry: &Value, targets: &KnownTargets) -> Result<Spec, Vec<PluginConfigError>> {
     let raw: Raw = serde_yaml::from_value(entry.clone())
         .map_err(|e| vec![PluginConfigError::new("", e.to_string())])?;
     let table = load(&raw.file, targets).map_err(|errs| {
@@ -58,11 +58,11 @@ pub fn parse(entry: &Value, targets: &KnownTargets) -> Result<PluginSpec, Vec<Pl
             .map(|m| PluginConfigError::new("file", m))
             .collect::<Vec<_>>()
     })?;
-    Ok(PluginSpec::RouteTable(Spec {
+    Ok(Spec {
         key: raw.key,
         file: raw.file,
         table: Arc::new(table),
-    }))
+    })
 }
 
 /// Reads a table file; every problem (up to 20) is reported with its line. A key given

@@ -7,17 +7,19 @@
 //! (`on_error: reject`); a VM that ran out of memory is made again for the next request.
 
 mod io;
+mod load;
 mod metrics;
 mod pattern;
+mod phase;
 mod settings;
 mod shared;
 mod view;
 mod vm;
 
+pub use phase::Phase;
 pub use settings::{OnError, Settings};
-pub use vm::Phase;
 
-use crate::registry::{PluginConfigError, PluginSpec};
+use crate::config_error::PluginConfigError;
 use crate::target::KnownTargets;
 use crate::{Connection, Flow, LogSummary, Plugin, RequestState, Route};
 use async_trait::async_trait;
@@ -33,8 +35,8 @@ use std::time::Instant;
 use view::Bound;
 use vm::{Failure, Kind, Vm};
 
-pub fn parse(entry: &Yaml, _targets: &KnownTargets) -> Result<PluginSpec, Vec<PluginConfigError>> {
-    Settings::parse(entry).map(PluginSpec::Script)
+pub fn parse(entry: &Yaml, _targets: &KnownTargets) -> Result<Settings, Vec<PluginConfigError>> {
+    load::load(entry)
 }
 
 /// An answer a script gives: status, fields, body.

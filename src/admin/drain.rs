@@ -5,7 +5,7 @@
 
 use super::{control_error, error, json};
 use crate::config::ServerState;
-use crate::control::{state_name, Control, SessionsNow};
+use crate::control::{Control, SessionsNow};
 use http::{Response, StatusCode};
 use log::info;
 use std::time::Duration;
@@ -49,7 +49,7 @@ pub fn sessions_json(cluster: &str, server: &str, s: &SessionsNow) -> serde_json
     serde_json::json!({
         "cluster": cluster,
         "server": server,
-        "state": state_name(s.state),
+        "state": s.state.name(),
         "live_sessions": s.live,
         "empty_in_seconds": s.empty_in_s,
         "empty_by": (s.live > 0).then(|| crate::control::empty_by(s.empty_in_s)),

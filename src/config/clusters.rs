@@ -269,7 +269,7 @@ pub(super) fn servers(
                 clone,
             );
             // The partition table stores 32-bit tags of clone ids; two must not collide.
-            let tag = crate::routing::clone_tag(clone.as_bytes());
+            let tag = crate::stable_hash::clone_tag(clone.as_bytes());
             match clone_tags.insert(tag, clone.clone()) {
                 Some(other) if fresh => check.err(
                     format!("{p}.clone_id"),

@@ -447,6 +447,17 @@ pub enum ServerState {
     Stopped,
 }
 
+impl ServerState {
+    /// As the config, the admin API and the metrics write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerState::Active => "active",
+            ServerState::Draining => "draining",
+            ServerState::Stopped => "stopped",
+        }
+    }
+}
+
 /// A set of servers sharing sessions.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cluster {

@@ -3,7 +3,7 @@
 //! them, partition tables, the fleet's view when instances share state, and the process's
 //! own part ([`super::overview`]).
 
-use super::{state_name, Control};
+use super::Control;
 use crate::config::ServerState;
 use crate::routing::Health;
 
@@ -51,7 +51,7 @@ impl Control {
                             .then(|| file(&r.name, &s.config.name))
                             .map(|f| {
                                 serde_json::json!({
-                                    "file_state": f.map(|(st, _)| state_name(st)),
+                                    "file_state": f.map(|(st, _)| st.name()),
                                     "file_weight": f.map(|(_, w)| w),
                                 })
                             });
@@ -73,7 +73,7 @@ impl Control {
                             "address": s.config.address.to_string(),
                             "route": s.config.route,
                             "clone_id": s.config.clone_id,
-                            "state": state_name(s.live.state()),
+                            "state": s.live.state().name(),
                             "health": health,
                             "health_check": s.live.last_check().map(|c| serde_json::json!({
                                 "last_ms_ago": crate::routing::wall_ms().saturating_sub(c.at_ms),

@@ -139,7 +139,7 @@ pub async fn to_client(
         .is_err_and(|e| e.kind() == std::io::ErrorKind::TimedOut)
     {
         crate::metrics::client_closed(listener, "send_timeout");
-        crate::listener::reset_on_close();
+        crate::head_limit::reset_on_close();
     }
     r
 }

@@ -169,7 +169,7 @@ impl Engine {
                 return Next::Close;
             }
         }
-        crate::listener::head_read();
+        crate::head_limit::head_read();
         let mut ctx = RequestCtx::new();
         ctx.limits = limits;
         // The body, or its first part, before a server is chosen, at the listener's
@@ -246,7 +246,7 @@ impl Engine {
     /// A head refused (malformed, or framed ambiguously): its status, and the connection
     /// closes (what came after it cannot be trusted to start a request).
     pub(super) async fn refuse(&self, c: &mut Conn, refusal: crate::http1::head::Refusal) {
-        crate::listener::head_read();
+        crate::head_limit::head_read();
         let why = refusal.why.as_bytes();
         answer::plain(&mut c.out, refusal.status, why, true, None);
         let limits = self.snapshot.load().limits[self.listener];

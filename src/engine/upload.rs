@@ -147,7 +147,7 @@ impl Upload {
 
     /// How long the next read may wait, at the listener's body rate.
     fn time_left(&self, limits: &ListenerLimits, since: Instant) -> Result<Duration, Stop> {
-        let waited = crate::listener::client_wait().unwrap_or_else(|| since.elapsed());
+        let waited = crate::head_limit::client_wait().unwrap_or_else(|| since.elapsed());
         proxy::body_time_left(limits, waited, self.received).ok_or(Stop::TooSlow)
     }
 

@@ -142,7 +142,7 @@ impl PartitionValue {
 }
 
 pub fn state_text(state: Option<ServerState>) -> &'static str {
-    state.map_or("file", crate::control::state_name)
+    state.map_or("file", ServerState::name)
 }
 
 impl ServerValue {

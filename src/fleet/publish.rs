@@ -4,14 +4,11 @@
 
 use super::apply::{self, Applied};
 use super::keys::{self, PartitionValue, ServerValue};
-use super::redis_io::{Failure, Redis};
-use super::sync::FleetSync;
+use super::redis_io::{data_error, Failure, Redis};
+use super::FleetSync;
 use super::{lock, metrics};
-use crate::logging::Every;
-use crate::routing::{now_ms, wall_ms};
+use crate::routing::wall_ms;
 use std::collections::HashMap;
-
-static DATA_ERRORS: Every = Every::new(10_000);
 
 /// Local changes not yet published.
 #[derive(Default)]
@@ -20,25 +17,6 @@ pub(super) struct Pending {
     partitions: HashMap<String, HashMap<u64, (String, u64)>>,
     servers: HashMap<String, ServerValue>,
     hints: Vec<(String, String)>,
-}
-
-/// `r`, with an error that leaves the connection usable logged and turned into `None`.
-pub(super) fn data_ok<T>(r: Result<T, Failure>, what: &str) -> Result<Option<T>, Failure> {
-    match r {
-        Ok(v) => Ok(Some(v)),
-        Err(Failure::Data(e)) => {
-            data_error(what, &e);
-            Ok(None)
-        }
-        Err(e) => Err(e),
-    }
-}
-
-/// A Redis error that leaves the connection usable is logged and skipped.
-pub(super) fn data_error(what: &str, e: &str) {
-    if let Some(n) = DATA_ERRORS.due(now_ms()) {
-        log::error!("fleet: Redis refused {what}: {e} ({n} such errors in the last 10 s)");
-    }
 }
 
 impl FleetSync {

@@ -446,3 +446,25 @@ impl Redis {
         Ok(out)
     }
 }
+
+/// Redis errors that leave the connection usable, logged at most every 10 s.
+static DATA_ERRORS: crate::logging::Every = crate::logging::Every::new(10_000);
+
+/// `r`, with an error that leaves the connection usable logged and turned into `None`.
+pub fn data_ok<T>(r: Result<T, Failure>, what: &str) -> Result<Option<T>, Failure> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(Failure::Data(e)) => {
+            data_error(what, &e);
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A Redis error that leaves the connection usable is logged and skipped.
+pub fn data_error(what: &str, e: &str) {
+    if let Some(n) = DATA_ERRORS.due(crate::routing::now_ms()) {
+        log::error!("fleet: Redis refused {what}: {e} ({n} such errors in the last 10 s)");
+    }
+}

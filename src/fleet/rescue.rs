@@ -23,7 +23,7 @@
 
 use super::keys::Keys;
 use super::redis_io::{Failure, Redis};
-use super::sync::FleetSync;
+use super::FleetSync;
 use crate::config::ServerState;
 use crate::routing::fleet_seen::{FleetSeen, SeenFilter};
 use crate::routing::{now_ms, wall_ms};

@@ -4,7 +4,7 @@
 //! sessions over the minutes of its cluster's `session_timeout` with `PFCOUNT`.
 
 use super::redis_io::{Failure, Redis};
-use super::sync::FleetSync;
+use super::FleetSync;
 use crate::routing::{now_ms, wall_minute};
 
 impl FleetSync {

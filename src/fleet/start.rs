@@ -97,7 +97,7 @@ pub(super) async fn load_with(
 fn readable(r: Result<Fields, Failure>) -> Result<Fields, Failure> {
     match r {
         Err(Failure::Data(e)) => {
-            super::publish::data_error("a read", &e);
+            super::redis_io::data_error("a read", &e);
             Ok(Vec::new())
         }
         r => r,

@@ -18,17 +18,15 @@
 use super::apply::{self, Applied};
 use super::conflict::Change;
 use super::keys;
-use super::publish::{data_ok, Pending};
-use super::redis_io::{Event, Failure, Redis};
+use super::publish::Pending;
+use super::redis_io::{data_ok, Event, Failure, Redis};
 use super::rescue::RescueWatch;
-use super::{lock, metrics, start, Fleet, Peer};
-use crate::control::Control;
+use super::{lock, metrics, start, FleetSync, Peer};
 use crate::logging::Every;
 use crate::routing::{now_ms, wall_ms};
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -42,11 +40,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(2);
 const FORGET_PEER: Duration = Duration::from_secs(600);
 
 static STILL_DOWN: Every = Every::new(30_000);
-
-pub struct FleetSync {
-    pub(super) fleet: Arc<Fleet>,
-    pub(super) control: Arc<Control>,
-}
 
 enum End {
     Shutdown,
@@ -65,10 +58,6 @@ fn lost(why: impl std::fmt::Display, synced: bool) -> End {
 }
 
 impl FleetSync {
-    pub fn new(fleet: Arc<Fleet>, control: Arc<Control>) -> FleetSync {
-        FleetSync { fleet, control }
-    }
-
     /// Reads the fleet's heartbeats (noticing another process that wrote this instance's
     /// since its last beat), writes this instance's, and forgets instances silent for
     /// [`FORGET_PEER`].

@@ -2,8 +2,9 @@
 //! servers; a worker used on its own (in `worker.list` or mounted) a one-server cluster.
 
 use super::doc::{Cluster, Doc, Item, Value};
+use super::jk_model::{Member, Target};
 use super::jk_mounts::{self, Mounts};
-use super::jk_props::{list, Prop, Worker, Workers};
+use super::jk_props::{list, said, Worker, Workers};
 use super::jk_settings::{self as settings, Timeouts};
 use super::names::Namer;
 use super::{jk_routes, ImportError};
@@ -25,13 +26,6 @@ const MEMBER: &[&str] = &[
     "distance",
     "reference",
 ];
-
-/// What a worker name stands for in a mount.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Target {
-    Cluster(String),
-    Status,
-}
 
 fn kind(w: Option<&Worker>) -> String {
     w.and_then(|w| w.get("type"))
@@ -185,17 +179,6 @@ fn members_of(lb: &Worker) -> Vec<String> {
         .collect()
 }
 
-/// `worker.X.d=value` as the notes say it, with the template it came from.
-pub fn said(worker: &str, p: &Prop) -> String {
-    match &p.from {
-        Some(t) => format!(
-            "worker.{worker}.{}={} (from worker.{t})",
-            p.directive, p.value
-        ),
-        None => format!("worker.{worker}.{}={}", p.directive, p.value),
-    }
-}
-
 /// A load balancer worker and its members.
 fn balancer(
     w: &Workers,
@@ -300,17 +283,6 @@ fn single(w: &Workers, name: &str, file: &str) -> Result<Cluster, ImportError> {
     c.servers = vec![server(name, mw, &sname, &kind(mw), file)?.item];
     timeouts.apply(&mut c);
     Ok(c)
-}
-
-/// A server and what later steps need of it.
-pub struct Member {
-    pub item: Item,
-    pub route: String,
-    /// `redirect` as written (a worker name or route), with its note.
-    pub redirect: Option<(String, String)>,
-    pub distance: i64,
-    /// `worker.X.distance=N` when it was set.
-    pub distance_said: Option<String>,
 }
 
 /// A member worker (`mw` None: not defined in the file, mod_jk's defaults).

@@ -264,6 +264,17 @@ fn inherit(out: &mut Workers, file: &str) -> Result<(), ImportError> {
     Ok(())
 }
 
+/// `worker.X.d=value` as the notes say it, with the template it came from.
+pub fn said(worker: &str, p: &Prop) -> String {
+    match &p.from {
+        Some(t) => format!(
+            "worker.{worker}.{}={} (from worker.{t})",
+            p.directive, p.value
+        ),
+        None => format!("worker.{worker}.{}={}", p.directive, p.value),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,7 @@
 //! commented out, when a `<VirtualHost>` spoke TLS.
 
 use super::doc::{scalar_str, Doc, Listener, Route};
-use super::jk::Target;
+use super::jk_model::Target;
 use super::jk_mounts::{Mount, Mounts};
 use super::routes;
 use std::collections::HashMap;

@@ -2,8 +2,8 @@
 //! mod_jk sets per member but tether per cluster.
 
 use super::doc::{Cluster, Item, Value};
-use super::jk::{said, Member};
-use super::jk_props::{list, Worker};
+use super::jk_model::Member;
+use super::jk_props::{list, said, Worker};
 
 /// Member directives that tether sets on the cluster (collected by [`Timeouts`]).
 pub const CLUSTER_LEVEL: &[&str] = &[

@@ -10,7 +10,7 @@
 //! Pingora keeps what is read here in its retry buffer (64 KiB) and sends that to the
 //! server first; a retry can send it again. The buffer drops everything once one more read
 //! would overflow it, so the reads here never may: on HTTP/1 the connection's reads are
-//! capped at what the target still lacks (`listener::cap_reads`); an HTTP/2 read is one
+//! capped at what the target still lacks (`head_limit::cap_reads`); an HTTP/2 read is one
 //! DATA frame (16 KiB at most, the frame size tether's HTTP/2 allows).
 
 use super::min_rate;
@@ -95,25 +95,25 @@ pub async fn buffer(
         if read >= target || session.is_body_done() {
             break Buffered::Ready;
         }
-        let waited = crate::listener::client_wait().unwrap_or_else(|| start.elapsed());
+        let waited = crate::head_limit::client_wait().unwrap_or_else(|| start.elapsed());
         let Some(wait) = min_rate::body_time_left(limits, waited, read as u64) else {
             break Buffered::TooSlow;
         };
         if !http2 {
-            crate::listener::cap_reads(Some(target - read));
+            crate::head_limit::cap_reads(Some(target - read));
         }
         match tokio::time::timeout(wait, session.read_request_body()).await {
             Ok(Ok(Some(_))) => {}
             Ok(Ok(None)) => break Buffered::Ready,
             Ok(Err(e)) if matches!(e.etype(), ErrorType::ReadTimedout) => break Buffered::TooSlow,
             Ok(Err(e)) => {
-                crate::listener::cap_reads(None);
+                crate::head_limit::cap_reads(None);
                 return Err(e);
             }
             Err(_) => break Buffered::TooSlow,
         }
     };
-    crate::listener::cap_reads(None);
+    crate::head_limit::cap_reads(None);
     if outcome == Buffered::Ready && session.as_ref().retry_buffer_truncated() {
         return Ok(Buffered::Overflow);
     }

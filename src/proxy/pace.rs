@@ -24,7 +24,7 @@ impl TetherProxy {
             return Ok(());
         }
         let read = session.as_downstream().body_bytes_read() as u64;
-        let waited = crate::listener::client_wait().unwrap_or_else(|| ctx.start.elapsed());
+        let waited = crate::head_limit::client_wait().unwrap_or_else(|| ctx.start.elapsed());
         match min_rate::body_time_left(&ctx.limits, waited, read) {
             Some(wait) => {
                 session.set_read_timeout(Some(wait));

@@ -1,8 +1,8 @@
 //! `route_lookup`'s config: parsed and checked when the config is loaded.
 
+use crate::config_error::PluginConfigError;
 use crate::duration::parse_duration;
 use crate::key::KeySource;
-use crate::registry::PluginConfigError;
 use serde::Deserialize;
 use serde_yaml::Value;
 use std::collections::BTreeMap;

@@ -2,7 +2,8 @@
 //! phase}`, `tether_script_errors_total{script, phase, kind}` (kind: error, budget, memory)
 //! and `tether_script_duration_seconds{script, phase}`. Handles are resolved per script.
 
-use super::vm::{Kind, PHASES};
+use super::phase::PHASES;
+use super::vm::Kind;
 use once_cell::sync::Lazy;
 use prometheus::{
     register_histogram_vec, register_int_counter_vec, Histogram, HistogramVec, IntCounter,

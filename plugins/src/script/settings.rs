@@ -1,12 +1,11 @@
 //! The `script` plugin's config, checked when the config is loaded: where the Luau source
-//! is, the `config` it is given, its limits and what a failure does. The source is compiled
-//! here (a syntax error is reported with its file and line) and run once in a VM of its
-//! own, so a script that does not return its table of phases is refused before it serves.
+//! is, the `config` it is given, its limits and what a failure does. `load.rs` then
+//! compiles the source and runs it once.
 
 use super::io::HttpSettings;
-use super::vm::Phase;
+use super::phase::Phase;
+use crate::config_error::PluginConfigError;
 use crate::duration::parse_duration;
-use crate::registry::PluginConfigError;
 use serde::Deserialize;
 use serde_yaml::Value;
 use std::net::SocketAddr;
@@ -89,7 +88,10 @@ pub struct Settings {
 }
 
 impl Settings {
-    pub fn parse(entry: &Value) -> Result<Settings, Vec<PluginConfigError>> {
+    /// The settings as written, their source not compiled yet (`bytecode` and `phases`
+    /// empty): with the field a compile error is reported at, and the errors found so far
+    /// (`Err`: none of the rest could be checked).
+    pub fn read(entry: &Value) -> Result<Read, Vec<PluginConfigError>> {
         let raw: Raw = serde_yaml::from_value(entry.clone())
             .map_err(|e| vec![PluginConfigError::new("", e.to_string())])?;
         let mut errors = Vec::new();
@@ -193,18 +195,11 @@ impl Settings {
             HttpSettings { allow, timeout }
         });
         let config = raw.config.unwrap_or(Value::Mapping(Default::default()));
-        let bytecode = match super::vm::compile(&origin, &source) {
-            Ok(b) => b,
-            Err(message) => {
-                errors.push(PluginConfigError::new(at, message));
-                return Err(errors);
-            }
-        };
-        let mut settings = Settings {
+        let settings = Settings {
             label,
             origin,
             source: source.into(),
-            bytecode: bytecode.into(),
+            bytecode: Arc::from(&[][..]),
             config,
             on_error: raw.on_error.unwrap_or_default(),
             time_budget,
@@ -213,22 +208,20 @@ impl Settings {
             shared,
             http,
         };
-        // Run once, as every worker thread will: what it returns must be its phases. Its
-        // shared dictionary here is a scratch one (the load may write to it).
-        let scratch = settings
-            .shared
-            .as_ref()
-            .map(|(name, size)| Arc::new(super::shared::SharedDict::new(name, *size as u64)));
-        match super::vm::Vm::new(&settings, scratch) {
-            Ok(vm) => settings.phases = vm.phases(),
-            Err(message) => errors.push(PluginConfigError::new(at, message)),
-        }
-        if errors.is_empty() {
-            Ok(settings)
-        } else {
-            Err(errors)
-        }
+        Ok(Read {
+            settings,
+            at,
+            errors,
+        })
     }
+}
+
+/// What [`Settings::read`] gives.
+pub struct Read {
+    pub settings: Settings,
+    /// The field a compile error is reported at (`file` or `source`).
+    pub at: &'static str,
+    pub errors: Vec<PluginConfigError>,
 }
 
 /// An allowed destination, `host:port` (port 80 when left out), resolved now.
@@ -269,61 +262,6 @@ fn parse_size(text: &str) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parse(yaml: &str) -> Result<Settings, Vec<PluginConfigError>> {
-        Settings::parse(&serde_yaml::from_str(yaml).unwrap())
-    }
-
-    fn error(yaml: &str) -> String {
-        let errors = parse(yaml).unwrap_err();
-        errors
-            .iter()
-            .map(|e| format!("{}: {}", e.path, e.message))
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
-
-    #[test]
-    fn a_script_is_compiled_run_and_its_phases_known() {
-        let s = parse(
-            "{ name: script, source: 'return { request = function(r, ctx) end, log = function() end }' }",
-        )
-        .unwrap();
-        assert_eq!(s.phases, [Phase::Request, Phase::Log]);
-        assert_eq!(s.label, "inline");
-        assert_eq!(s.on_error, OnError::Continue);
-        assert_eq!(s.time_budget, DEFAULT_BUDGET);
-    }
-
-    #[test]
-    fn bad_scripts_are_refused_with_their_line() {
-        let e = error("{ name: script, source: \"return {\\n request = function(r)\\n if then end\\n end }\" }");
-        assert!(e.starts_with("source: inline:3:"), "{e}");
-        let e = error("{ name: script, source: 'return 42' }");
-        assert!(e.contains("must return a table of phase functions"), "{e}");
-        let e = error("{ name: script, source: 'return { reqest = function() end }' }");
-        assert!(e.contains("unknown phase `reqest`"), "{e}");
-        let e = error("{ name: script, source: 'return { request = 1 }' }");
-        assert!(e.contains("`request` is not a function"), "{e}");
-        let e = error("{ name: script, source: 'error(\"boom\")' }");
-        assert!(e.contains("boom"), "{e}");
-        // The load itself is under the budget.
-        let e = error("{ name: script, source: 'while true do end' }");
-        assert!(e.contains("time budget"), "{e}");
-        let e = error("{ name: script, file: /nonexistent/x.luau }");
-        assert!(
-            e.starts_with("file: cannot read /nonexistent/x.luau"),
-            "{e}"
-        );
-        let e = error("{ name: script, source: 'return {}', file: x.luau }");
-        assert!(e.contains("exactly one of file, source"), "{e}");
-        let e =
-            error("{ name: script, source: 'return {}', memory_limit: 10KiB, time_budget: 1h }");
-        assert!(e.contains("memory_limit: must be from 1MiB"), "{e}");
-        assert!(e.contains("time_budget: must be from 1ms"), "{e}");
-        let e = error("{ name: script, source: 'return {}', on_error: explode }");
-        assert!(e.contains("unknown variant `explode`"), "{e}");
-    }
 
     #[test]
     fn sizes() {

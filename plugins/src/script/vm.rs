@@ -5,6 +5,7 @@
 //! script's phase functions and the `ctx` tables of the requests in flight on its thread.
 
 use super::io::{self, Outcome, Wait, Waits};
+use super::phase::{Phase, PHASES};
 use super::settings::Settings;
 use super::view::{self, Current};
 use mlua::chunk::{ChunkMode, Compiler};
@@ -14,39 +15,6 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
-
-/// The phases a script may define, as the names of its table's fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    Request,
-    Route,
-    UpstreamRequest,
-    UpstreamResponse,
-    Response,
-    Log,
-}
-
-pub const PHASES: [Phase; 6] = [
-    Phase::Request,
-    Phase::Route,
-    Phase::UpstreamRequest,
-    Phase::UpstreamResponse,
-    Phase::Response,
-    Phase::Log,
-];
-
-impl Phase {
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::Request => "request",
-            Phase::Route => "route",
-            Phase::UpstreamRequest => "upstream_request",
-            Phase::UpstreamResponse => "upstream_response",
-            Phase::Response => "response",
-            Phase::Log => "log",
-        }
-    }
-}
 
 /// How a call failed, as `tether_script_errors_total{kind}` says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,6 @@
 //! partition table's size and `$WSPT` counters.
 
 use crate::config::ServerState;
-use crate::control::state_name;
 use crate::routing::Health;
 use crate::snapshot::SharedSnapshot;
 use pingora_prometheus::prometheus::core::{Collector, Desc};
@@ -191,7 +190,7 @@ impl Collector for LiveCollector {
                     ServerState::Stopped,
                 ] {
                     f.state
-                        .with_label_values(&[c, name, state_name(state)])
+                        .with_label_values(&[c, name, state.name()])
                         .set((state == now) as i64);
                 }
                 f.weight

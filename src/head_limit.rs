@@ -11,6 +11,9 @@
 //! capped in total ([`HeadBudget::cap`]), so that Pingora's 64 KiB retry buffer, which
 //! keeps that part of the body, never overflows. And the connection's socket can be told
 //! to close with a reset ([`HeadBudget::reset_on_close`]).
+//!
+//! The listener sets a connection's budget as a task-local ([`HEAD`]) for all its
+//! requests; whichever engine serves a request lifts it ([`head_read`]) and reads it.
 
 use async_trait::async_trait;
 use pingora_core::protocols::raw_connect::ProxyDigest;
@@ -135,6 +138,34 @@ impl HeadBudget {
             );
         }
     }
+}
+
+tokio::task_local! {
+    /// The connection's head budget, lifted by the proxy once the request's head is read.
+    pub static HEAD: Arc<HeadBudget>;
+}
+
+/// Called by the proxy in its first phase: the head arrived in time and within its size.
+pub fn head_read() {
+    let _ = HEAD.try_with(|h| h.lift());
+}
+
+/// Caps what the connection's next reads return, in all (`None`: no cap); a no-op on
+/// HTTP/2 (`proxy/body.rs`).
+pub fn cap_reads(total: Option<usize>) {
+    let _ = HEAD.try_with(|h| h.cap(total));
+}
+
+/// How long this request's reads have waited for the client since its head was read;
+/// `None` on HTTP/2 (there, the time since the head is the measure).
+pub fn client_wait() -> Option<std::time::Duration> {
+    HEAD.try_with(|h| h.client_wait()).ok()
+}
+
+/// The connection will be reset when it closes, dropping what the kernel still queues for
+/// the client (a client too slow to read); a no-op on HTTP/2.
+pub fn reset_on_close() {
+    let _ = HEAD.try_with(|h| h.reset_on_close());
 }
 
 #[derive(Debug)]
