@@ -418,3 +418,16 @@ fn http1_is_the_engine_unless_proxy_is_asked_for() {
     let bad = GOOD.replace("cluster: shop }", "cluster: shop, http1: fast }");
     assert_error(&bad, "listeners[0].http1", "`fast` is not `engine`", 2);
 }
+
+/// A misspelt cluster field is answered with the fields a cluster knows, `servers` among
+/// them (it is read apart from the rest, and the list left it out).
+#[test]
+fn a_clusters_known_fields_include_servers() {
+    let e = errors(&GOOD.replace(
+        "  - name: shop\n",
+        "  - name: shop\n    sticky_forse: true\n",
+    ));
+    assert!(e.has("clusters[0].sticky_forse", "known fields:"), "{e}");
+    assert!(e.has("clusters[0].sticky_forse", "`servers`"), "{e}");
+    assert!(e.has("clusters[0].sticky_forse", "`sticky_force`"), "{e}");
+}

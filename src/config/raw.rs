@@ -489,10 +489,20 @@ fn clusters(value: Option<Value>, errors: &mut Vec<ConfigError>) -> Vec<RawClust
             let path = format!("clusters[{i}]");
             let servers = v.as_mapping_mut().and_then(|m| m.remove("servers"));
             let servers = list(servers, &format!("{path}.servers"), errors);
-            RawClusterItem {
-                cluster: item(v, &path, errors),
-                servers,
+            let before = errors.len();
+            let cluster = item(v, &path, errors);
+            // `servers` was taken out above: the list of a cluster's known fields names it.
+            for e in &mut errors[before..] {
+                let own = e
+                    .path
+                    .strip_prefix(&path)
+                    .and_then(|f| f.strip_prefix('.'))
+                    .is_some_and(|f| !f.contains(['.', '[']));
+                if own && e.message.contains("; known fields:") {
+                    e.message.push_str(", `servers`");
+                }
             }
+            RawClusterItem { cluster, servers }
         })
         .collect()
 }
