@@ -9,7 +9,7 @@
 //! Redis stream, and applies it. Each entry carries a version (a hybrid logical clock in
 //! ms): Redis keeps the newer of two writes (a compare-and-set script), so instances never
 //! flip an entry back and forth. See `keys.rs` for the keys and their format, and the
-//! README's "Running a fleet".
+//! docs/fleet.md.
 
 mod apply;
 mod conflict;

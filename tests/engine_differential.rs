@@ -3,7 +3,7 @@
 //! pingora-proxy (`http1: proxy`) and to one on tether's engine (`http1: engine`), each in
 //! front of a recording server. Both must answer with the same statuses and forward the
 //! same requests (request line, fields after tether's edits, body), or both refuse. Where
-//! they differ on purpose the case says so (`Differs`), and the README says why.
+//! they differ on purpose the case says so (`Differs`), and docs/performance.md says why.
 
 mod common;
 
@@ -96,7 +96,7 @@ async fn exchange(
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Expect {
     Same,
-    /// They differ on purpose; the reason is in the README's "Where the engines differ".
+    /// They differ on purpose; the reason is in docs/performance.md, "Where the engines differ".
     Differs(&'static str),
 }
 

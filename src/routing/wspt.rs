@@ -1,6 +1,6 @@
 //! The `$WSPT` response header: `partitionID=cloneID` entries, comma-separated.
 //!
-//! IBM never published the format; tether's (DESIGN section 3, README) is
+//! IBM never published the format; tether's (DESIGN section 3, docs/websphere.md) is
 //! `$WSPT: 7329011=clone1a, -184020=clone1a`. White space around entries is ignored. A value
 //! is taken whole or not at all: one malformed entry, more than 8 KiB or more than 1,024
 //! entries and the value is refused. How many new partitions one response may add, over all

@@ -152,6 +152,17 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// WebSphere: the server that owns the partition `cookie` names, now.
+    pub fn partition_owner(&self, cookie: &str) -> Option<String> {
+        let (cluster, clones) = self.websphere.as_ref()?;
+        let (_, token) = cookie.split_once(':')?;
+        let owner = cluster.owner(token)?;
+        clones
+            .iter()
+            .find(|(_, c)| *c == owner)
+            .map(|(s, _)| s.clone())
+    }
+
     /// WebSphere: the session's partition is now owned by `server`.
     fn owns_partition(&self, cookie: &str, server: &str) -> bool {
         let Some((cluster, clones)) = &self.websphere else {
@@ -179,6 +190,10 @@ pub struct Asked<'a> {
     /// Which user, instance and protocol: for the notes.
     pub who: &'a str,
     pub resent: bool,
+    /// WebSphere: the server that owned the session's partition when the request left
+    /// (tether routes by the partition's owner, which may differ from the server that
+    /// answered last).
+    pub owner: Option<String>,
 }
 
 /// Judges one answer and carries the user's session forward.
@@ -246,7 +261,12 @@ pub fn judge(
         return;
     };
     let home_down = down(&s.home);
-    if seen.failover && !home_down {
+    let owner_down = a.owner.as_deref().is_some_and(down);
+    if seen.failover && !home_down && owner_down {
+        // The partition's owner was killed: a failover by partition, with `$WSFO`, to
+        // wherever it goes (here, the server that answered last).
+        stats.excuse("failed over by its partition, whose owner was killed");
+    } else if seen.failover && !home_down {
         stats.wsfo_wrong.fetch_add(1, Relaxed);
         stats.note(format!(
             "{}: $WSFO sent to {} while {} was up ({})",

@@ -106,6 +106,7 @@ async fn user(
         let path = format!("{}/app/{id}/{n}", cluster.prefix);
         let from = Instant::now();
         let cookie = session.as_ref().map(|s| s.cookie.clone());
+        let owner = cookie.as_deref().and_then(|c| cluster.partition_owner(c));
         let (result, resent) = ways[via].get(&path, cookie.as_deref()).await;
         let to = Instant::now();
         let who = format!(
@@ -120,6 +121,7 @@ async fn user(
             to,
             who: &who,
             resent,
+            owner,
         };
         judge(&truth, &stats, &asked, &mut session, result);
         tokio::time::sleep(pace).await;
