@@ -92,6 +92,9 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
             if err.position.is_none() {
                 err.position = positions.find(&err.path);
             }
+            // The YAML parser may place an error just past the end (a tagged empty
+            // value, `!!- `): on the file's last line instead.
+            err.position = err.position.map(|(l, c)| within(text, l, c));
         }
         errors.sort_by_key(|e| e.position.unwrap_or((usize::MAX, 0)));
         Err(fail(errors))

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{free_port, scratch_dir, tether_bin, tomcats};
+use common::{free_port, running, scratch_dir, tether_bin, tomcats};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -305,17 +305,4 @@ async fn no_request_fails_across_reloads_and_binary_upgrades() {
     }
     drop(guard);
     let _ = std::fs::remove_dir_all(&setup.dir);
-}
-
-/// Is `pid` running (a zombie waiting for its parent to reap it has exited)?
-fn running(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            !s.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-        .unwrap_or(false)
 }

@@ -115,6 +115,19 @@ pub fn free_port() -> u16 {
     port
 }
 
+/// Is `pid` running (a zombie waiting for its parent to reap it has exited)?
+pub fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(false)
+}
+
 /// `tether -t` on `yaml` (written to `dir/tether.yaml`): its exit code and what it said
 /// on stderr.
 pub fn tether_t(dir: &Path, yaml: &str) -> (Option<i32>, String) {

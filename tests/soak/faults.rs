@@ -36,21 +36,11 @@ pub async fn run(n: usize, fleet: &Fleet, truth: &Truth, stats: &Stats, span: Du
         }
         "kill tomcat" => {
             let sim = &fleet.tomcats[(n / ROTATION.len()) % fleet.tomcats.len()];
-            let w = truth.open(Kind::Down, sim.name());
-            sim.stop().await;
-            tokio::time::sleep(span).await;
-            sim.restart().await.expect("restart tomcat");
-            truth.close(w, RECOVERY);
-            format!("{} killed, restarted after {span:?}", sim.name())
+            killed(truth, sim.name(), span, sim.stop(), sim.restart()).await
         }
         "kill websphere" => {
             let sim = &fleet.clones[(n / ROTATION.len()) % fleet.clones.len()];
-            let w = truth.open(Kind::Down, sim.name());
-            sim.stop().await;
-            tokio::time::sleep(span).await;
-            sim.restart().await.expect("restart clone");
-            truth.close(w, RECOVERY);
-            format!("{} killed, restarted after {span:?}", sim.name())
+            killed(truth, sim.name(), span, sim.stop(), sim.restart()).await
         }
         "upgrade b" => {
             let b = &fleet.instances[1];
@@ -104,6 +94,23 @@ pub async fn run(n: usize, fleet: &Fleet, truth: &Truth, stats: &Stats, span: Du
             said
         }
     }
+}
+
+/// A server killed (`stop`), down for `span`, then started again (`restart`): the truth
+/// counts it down until tether has seen it back.
+async fn killed(
+    truth: &Truth,
+    name: &str,
+    span: Duration,
+    stop: impl std::future::Future<Output = ()>,
+    restart: impl std::future::Future<Output = std::io::Result<()>>,
+) -> String {
+    let w = truth.open(Kind::Down, name);
+    stop.await;
+    tokio::time::sleep(span).await;
+    restart.await.expect("restart a killed server");
+    truth.close(w, RECOVERY);
+    format!("{name} killed, restarted after {span:?}")
 }
 
 /// 200 slowloris clients (a head never finished, one byte a second) and 20 heads over

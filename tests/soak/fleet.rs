@@ -5,7 +5,7 @@
 
 use crate::common::pki::Pki;
 use crate::common::redis::Redis;
-use crate::common::{free_port, tether_bin, tomcats};
+use crate::common::{free_port, running, tether_bin, tomcats};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -312,17 +312,4 @@ fn wait_listening(addr: SocketAddr) {
 
 fn signal(pid: i32, sig: &str) {
     let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
-}
-
-/// Is `pid` running (a zombie has exited)?
-pub fn running(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            !s.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-        .unwrap_or(false)
 }
