@@ -22,7 +22,7 @@ mod tls;
 mod validate;
 
 pub use check::written_duration;
-pub use clusters::is_token;
+pub use clusters::{is_token, usable_clone_id, usable_route};
 pub use error::{ConfigError, ConfigErrors};
 pub use model::*;
 pub use tether_plugins::parse_duration;

@@ -294,6 +294,16 @@ fn malformed_input_is_an_error_with_its_file_and_line() {
             "JkMount takes a URI pattern and a worker",
         ),
         (
+            vec!["mod_jk".into(), write("w5.properties", "worker.list=lb\nworker.lb.type=lb\nworker.lb.balance_workers=a\nworker.a.host=127.0.0.1\nworker.a.route=\n")],
+            "w5.properties:5:".into(),
+            "route `` is not one tether can use",
+        ),
+        (
+            vec!["mod_jk".into(), write("w6.properties", "worker.list=lb\nworker.lb.type=lb\nworker.lb.balance_workers=a\nworker.a.host=127.0.0.1\nworker.a.jvm_route=a;b\n")],
+            "w6.properties:5:".into(),
+            "route `a;b` is not one tether can use",
+        ),
+        (
             vec!["websphere".into(), write("p1.xml", "<Config>\n <ServerCluster Name=\"c\">\n</Config>\n")],
             "p1.xml:3:".into(),
             "not well-formed XML",
@@ -307,6 +317,11 @@ fn malformed_input_is_an_error_with_its_file_and_line() {
             vec!["websphere".into(), write("p3.xml", "<Config>\n <ServerCluster Name=\"c\">\n  <Server Name=\"s\"><Transport Hostname=\"h\" Port=\"1\"/></Server>\n </ServerCluster>\n <Route ServerCluster=\"c\" UriGroup=\"nope\"/>\n</Config>\n")],
             "p3.xml:5:".into(),
             "UriGroup `nope`",
+        ),
+        (
+            vec!["websphere".into(), write("p4.xml", "<Config>\n <ServerCluster Name=\"c\">\n  <Server Name=\"s\" CloneID=\"9c+d1e2f\">\n   <Transport Hostname=\"h\" Port=\"1\"/>\n  </Server>\n </ServerCluster>\n</Config>\n")],
+            "p4.xml:3:".into(),
+            "CloneID `9c+d1e2f` is not a clone id tether can use",
         ),
     ];
     for (args, at, needle) in cases {

@@ -18,6 +18,19 @@ pub fn is_token(name: &str) -> bool {
             .all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b))
 }
 
+/// A route tether can read back from a session id: not empty, and without the `;`, `,` or
+/// space that end a session id or separate list items. The importers check their routes
+/// with it too.
+pub fn usable_route(route: &str) -> bool {
+    !route.is_empty() && !route.contains([';', ',', ' '])
+}
+
+/// A WebSphere clone id tether can find in a session id and a `$WSPT` table: not empty,
+/// and without the `:` and `+` that separate clone ids, or the `,` and `=` of the table.
+pub fn usable_clone_id(clone: &str) -> bool {
+    !clone.is_empty() && !clone.contains([':', '+', ',', '='])
+}
+
 pub(super) fn cluster(
     c: RawCluster,
     raw_servers: &[Option<RawServer>],
@@ -240,7 +253,7 @@ pub(super) fn servers(
             &s.name,
         );
         let route = s.route.clone().unwrap_or_else(|| s.name.clone());
-        if route.is_empty() || route.contains([';', ',', ' ']) {
+        if !usable_route(&route) {
             check.err(
                 format!("{p}.route"),
                 format!("`{route}` is not a usable route"),
@@ -254,7 +267,7 @@ pub(super) fn servers(
             &route,
         );
         if let Some(clone) = &s.clone_id {
-            if clone.is_empty() || clone.contains([':', '+', ',', '=']) {
+            if !usable_clone_id(clone) {
                 check.err(
                     format!("{p}.clone_id"),
                     format!("`{clone}` is not a usable clone id"),

@@ -327,6 +327,18 @@ fn server(
     let route_text = route
         .map(|p| p.value.clone())
         .unwrap_or_else(|| raw.to_string());
+    if !crate::config::usable_route(&route_text) {
+        // mod_jk would put it in session ids, where `;`, `,` or a space ends the id, so no
+        // session could find its way back; tether refuses such a route.
+        let line = route.map(|p| p.line).or(mw.map(|w| w.line));
+        let message = format!(
+            "worker `{raw}`: route `{route_text}` is not one tether can use (empty, or has `;`, `,` or a space)"
+        );
+        return Err(match line {
+            Some(line) => ImportError::at(file, line, message),
+            None => ImportError::file(file, message),
+        });
+    }
     match route {
         Some(p) => s.set("route", Value::Str(p.value.clone()), Some(said(raw, p))),
         None if name != raw => s.set(

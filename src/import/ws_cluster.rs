@@ -242,6 +242,16 @@ pub fn convert(sc: Node, name: &str, file: &str) -> Result<Cluster, ImportError>
             }
         }
         match s.attribute("CloneID") {
+            Some(id) if !crate::config::usable_clone_id(id) => {
+                return Err(ImportError::at(
+                    file,
+                    line(*s),
+                    format!(
+                        "Server `{raw_name}`: CloneID `{id}` is not a clone id tether can use \
+                         (empty, or has `:`, `+`, `,` or `=`, which separate clone ids in session ids and $WSPT)"
+                    ),
+                ))
+            }
             Some(id) => item.set("clone_id", Value::Str(id.to_string()), None),
             None => all_clones = false,
         }
