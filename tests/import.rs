@@ -304,6 +304,11 @@ fn malformed_input_is_an_error_with_its_file_and_line() {
             "route `a;b` is not one tether can use",
         ),
         (
+            vec!["mod_jk".into(), write("w7.properties", "worker.list=lb\nworker.lb.type=lb\nworker.lb.balance_workers=a,b\nworker.a.host=10.0.0.1\nworker.b.host=10.0.0.2\nworker.b.host=10.0.0.1\n")],
+            "w7.properties:6:".into(),
+            "workers `a` and `b` are both at 10.0.0.1:8009",
+        ),
+        (
             vec!["websphere".into(), write("p1.xml", "<Config>\n <ServerCluster Name=\"c\">\n</Config>\n")],
             "p1.xml:3:".into(),
             "not well-formed XML",

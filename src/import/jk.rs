@@ -222,6 +222,8 @@ fn balancer(
         ));
     }
     let mut servers = Vec::new();
+    // tether takes each address once in a cluster (as the config's check does).
+    let mut addresses: Vec<(String, &str)> = Vec::new();
     for m in &names {
         let mw = w.worker(m);
         let k = kind(mw);
@@ -233,6 +235,23 @@ fn balancer(
         }
         let (name, note) = namer.name(m);
         let mut s = server(m, mw, &name, &k, file)?;
+        if let Some(Value::Str(address)) = s.item.get("address") {
+            if let Some((_, first)) = addresses.iter().find(|(a, _)| a == address) {
+                let line = mw
+                    .and_then(|w| w.get("port").or(w.get("host")).map(|p| p.line))
+                    .unwrap_or(lb.line);
+                return Err(ImportError::at(
+                    file,
+                    line,
+                    format!(
+                        "load balancer `{}`: workers `{first}` and `{m}` are both at {address}; \
+                         tether takes each server address once in a cluster",
+                        lb.name
+                    ),
+                ));
+            }
+            addresses.push((address.clone(), m));
+        }
         if let Some(n) = note {
             s.item.notes.insert(0, n);
         }
