@@ -328,6 +328,11 @@ fn malformed_input_is_an_error_with_its_file_and_line() {
             "p4.xml:3:".into(),
             "CloneID `9c+d1e2f` is not a clone id tether can use",
         ),
+        (
+            vec!["websphere".into(), write("p5.xml", "<Config>\n <ServerCluster Name=\"c\">\n  <Server Name=\"s1\"><Transport Hostname=\"h\" Port=\"1\" Protocol=\"http\"/></Server>\n  <Server Name=\"s2\"><Transport Hostname=\"h\" Port=\"1\" Protocol=\"http\"/></Server>\n </ServerCluster>\n</Config>\n")],
+            "p5.xml:4:".into(),
+            "Servers `s1` and `s2` are both at h:1",
+        ),
     ];
     for (args, at, needle) in cases {
         let mut all = vec!["import"];

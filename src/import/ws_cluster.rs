@@ -211,6 +211,8 @@ pub fn convert(sc: Node, name: &str, file: &str) -> Result<Cluster, ImportError>
     let mut all_clones = true;
     let mut keyrings: Vec<String> = Vec::new();
     let mut by_ip = false;
+    // tether takes each address once in a cluster (as the config's check does).
+    let mut addresses: Vec<(String, &str)> = Vec::new();
     for (s, ts) in servers.iter().zip(&transports) {
         let mut item = Item::default();
         let raw_name = required(*s, "Name", file)?;
@@ -234,6 +236,17 @@ pub fn convert(sc: Node, name: &str, file: &str) -> Result<Cluster, ImportError>
         {
             tnote.push_str(&format!("; also {} on port {}", other.protocol, other.port));
         }
+        if let Some((_, first)) = addresses.iter().find(|(a, _)| *a == t.address) {
+            return Err(ImportError::at(
+                file,
+                line(*s),
+                format!(
+                    "Servers `{first}` and `{raw_name}` are both at {}; tether takes each server address once in a cluster",
+                    t.address
+                ),
+            ));
+        }
+        addresses.push((t.address.clone(), raw_name));
         item.set("address", Value::Str(t.address.clone()), tnote);
         by_ip |= t.host_is_ip && t.protocol == "https";
         for p in &t.props {
