@@ -10,11 +10,13 @@ mod check;
 mod client_limits;
 mod clusters;
 mod error;
+mod listener_model;
 mod locate;
 pub mod model;
 mod operations;
 pub mod pem;
 mod raw;
+mod raw_items;
 mod raw_tls;
 mod routes;
 pub mod shared_state;
@@ -72,7 +74,7 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigErrors> {
     let tree: serde_yaml::Value = match serde_yaml::from_str(text) {
         Ok(tree) => tree,
         Err(e) => {
-            let message = raw::strip_position(&e.to_string());
+            let message = raw_items::strip_position(&e.to_string());
             let mut err = ConfigError::new("", format!("YAML syntax error: {message}"));
             err.position = e.location().map(|l| within(text, l.line(), l.column()));
             return Err(fail(vec![err]));

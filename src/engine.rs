@@ -14,6 +14,7 @@ mod conn;
 mod exchange;
 mod plugins;
 mod pool;
+mod relay;
 mod serve;
 mod steps;
 mod upload;
