@@ -1,0 +1,153 @@
+//! The manual holds together (issue 29): every chapter `docs/SUMMARY.md` lists exists and
+//! every chapter in `docs/` is listed, so `mdbook build docs` would render all of it; and
+//! every relative link in the README and the chapters leads to a file that exists and,
+//! when it names a heading (`file.md#anchor`), to a heading of that file.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The targets of the Markdown links `[text](target)` in `text`, outside code spans and
+/// fenced blocks.
+fn links(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        // Code spans are not links: take the parts between backquote pairs out.
+        let plain: String = line
+            .split('`')
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 0)
+            .map(|(_, p)| p)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut rest = plain.as_str();
+        while let Some(i) = rest.find("](") {
+            rest = &rest[i + 2..];
+            if let Some(end) = rest.find(')') {
+                out.push(rest[..end].to_string());
+                rest = &rest[end..];
+            }
+        }
+    }
+    out
+}
+
+/// The anchors a file's headings get (GitHub's and mdBook's rule: lower case, spaces to
+/// `-`, other punctuation dropped).
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut fenced = false;
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        if fenced || !line.starts_with('#') {
+            continue;
+        }
+        let heading = line.trim_start_matches('#').trim();
+        let slug: String = heading
+            .to_lowercase()
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                _ => None,
+            })
+            .collect();
+        out.insert(slug);
+    }
+    out
+}
+
+/// Broken relative links of the Markdown file `file`, each said as `file: target (why)`.
+fn broken_links(file: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(file).unwrap();
+    let dir = file.parent().unwrap();
+    let mut out = Vec::new();
+    for target in links(&text) {
+        if target.contains("://") || target.starts_with("mailto:") || target.is_empty() {
+            continue;
+        }
+        let (path, anchor) = match target.split_once('#') {
+            Some((p, a)) => (p, Some(a)),
+            None => (target.as_str(), None),
+        };
+        let dest = if path.is_empty() {
+            file.to_path_buf()
+        } else {
+            dir.join(path)
+        };
+        let say = |why: &str| format!("{}: {target} ({why})", file.display());
+        if !dest.exists() {
+            out.push(say("no such file"));
+            continue;
+        }
+        if let (Some(anchor), Some("md")) = (anchor, dest.extension().and_then(|e| e.to_str())) {
+            let text = std::fs::read_to_string(&dest).unwrap();
+            if !anchors(&text).contains(anchor) {
+                out.push(say("no such heading"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_chapter_is_in_the_summary_and_every_listed_chapter_exists() {
+    let docs = root().join("docs");
+    let summary = std::fs::read_to_string(docs.join("SUMMARY.md")).unwrap();
+    let listed: BTreeSet<String> = links(&summary).into_iter().collect();
+    assert!(listed.len() >= 10, "a summary of the chapters: {listed:?}");
+    for l in &listed {
+        assert!(
+            docs.join(l).is_file(),
+            "SUMMARY.md lists {l}, which is missing"
+        );
+    }
+    for entry in std::fs::read_dir(&docs).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".md") && name != "SUMMARY.md" {
+            assert!(listed.contains(&name), "docs/{name} is not in SUMMARY.md");
+        }
+    }
+}
+
+#[test]
+fn every_relative_link_leads_somewhere() {
+    let mut files = vec![root().join("README.md"), root().join("bench/README.md")];
+    for entry in std::fs::read_dir(root().join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            files.push(path);
+        }
+    }
+    let relative = files
+        .iter()
+        .flat_map(|f| links(&std::fs::read_to_string(f).unwrap()))
+        .filter(|l| !l.contains("://"))
+        .count();
+    assert!(relative >= 100, "the manual's links: {relative}");
+    let broken: Vec<String> = files.iter().flat_map(|f| broken_links(f)).collect();
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn the_link_reader_finds_links_and_anchors_as_mdbook_makes_them() {
+    let text =
+        "See [TLS](tls.md#client-certificates-mtls) and `[not](a.md)`.\n```\n[no](b.md)\n```\n";
+    assert_eq!(links(text), vec!["tls.md#client-certificates-mtls"]);
+    let a = anchors("## Client certificates (mTLS)\n### `listeners[].limits`\n");
+    assert!(a.contains("client-certificates-mtls"), "{a:?}");
+    assert!(a.contains("listenerslimits"), "{a:?}");
+}
