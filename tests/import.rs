@@ -309,6 +309,11 @@ fn malformed_input_is_an_error_with_its_file_and_line() {
             "workers `a` and `b` are both at 10.0.0.1:8009",
         ),
         (
+            vec!["mod_jk".into(), write("w8.properties", "worker.list=lb\nworker.lb.type=lb\nworker.lb.balance_workers=a,b\nworker.a.host=10.0.0.1\nworker.b.host=10.0.0.2\nworker.b.route=a\n")],
+            "w8.properties:6:".into(),
+            "workers `a` and `b` both have route `a`",
+        ),
+        (
             vec!["websphere".into(), write("p1.xml", "<Config>\n <ServerCluster Name=\"c\">\n</Config>\n")],
             "p1.xml:3:".into(),
             "not well-formed XML",
@@ -332,6 +337,11 @@ fn malformed_input_is_an_error_with_its_file_and_line() {
             vec!["websphere".into(), write("p5.xml", "<Config>\n <ServerCluster Name=\"c\">\n  <Server Name=\"s1\"><Transport Hostname=\"h\" Port=\"1\" Protocol=\"http\"/></Server>\n  <Server Name=\"s2\"><Transport Hostname=\"h\" Port=\"1\" Protocol=\"http\"/></Server>\n </ServerCluster>\n</Config>\n")],
             "p5.xml:4:".into(),
             "Servers `s1` and `s2` are both at h:1",
+        ),
+        (
+            vec!["websphere".into(), write("p6.xml", "<Config>\n <ServerCluster Name=\"c\">\n  <Server Name=\"s1\" CloneID=\"x1\"><Transport Hostname=\"h\" Port=\"1\" Protocol=\"http\"/></Server>\n  <Server Name=\"s2\" CloneID=\"x1\"><Transport Hostname=\"h\" Port=\"2\" Protocol=\"http\"/></Server>\n </ServerCluster>\n</Config>\n")],
+            "p6.xml:4:".into(),
+            "Servers `s1` and `s2` both have CloneID `x1`",
         ),
     ];
     for (args, at, needle) in cases {

@@ -222,8 +222,10 @@ fn balancer(
         ));
     }
     let mut servers = Vec::new();
-    // tether takes each address once in a cluster (as the config's check does).
+    // tether takes each address and each route once in a cluster (as the config's check
+    // does).
     let mut addresses: Vec<(String, &str)> = Vec::new();
+    let mut routes: Vec<(String, &str)> = Vec::new();
     for m in &names {
         let mw = w.worker(m);
         let k = kind(mw);
@@ -252,6 +254,22 @@ fn balancer(
             }
             addresses.push((address.clone(), m));
         }
+        if let Some((_, first)) = routes.iter().find(|(r, _)| *r == s.route) {
+            let line = mw
+                .and_then(|w| w.get("route").or(w.get("jvm_route")).map(|p| p.line))
+                .or(mw.map(|w| w.line))
+                .unwrap_or(lb.line);
+            return Err(ImportError::at(
+                file,
+                line,
+                format!(
+                    "load balancer `{}`: workers `{first}` and `{m}` both have route `{}`; \
+                     a session's route must name one server",
+                    lb.name, s.route
+                ),
+            ));
+        }
+        routes.push((s.route.clone(), m));
         if let Some(n) = note {
             s.item.notes.insert(0, n);
         }

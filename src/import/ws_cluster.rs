@@ -211,8 +211,9 @@ pub fn convert(sc: Node, name: &str, file: &str) -> Result<Cluster, ImportError>
     let mut all_clones = true;
     let mut keyrings: Vec<String> = Vec::new();
     let mut by_ip = false;
-    // tether takes each address once in a cluster (as the config's check does).
+    // tether takes each address and clone id once in a cluster (as the config's check does).
     let mut addresses: Vec<(String, &str)> = Vec::new();
+    let mut clone_ids: Vec<(&str, &str)> = Vec::new();
     for (s, ts) in servers.iter().zip(&transports) {
         let mut item = Item::default();
         let raw_name = required(*s, "Name", file)?;
@@ -265,7 +266,17 @@ pub fn convert(sc: Node, name: &str, file: &str) -> Result<Cluster, ImportError>
                     ),
                 ))
             }
-            Some(id) => item.set("clone_id", Value::Str(id.to_string()), None),
+            Some(id) => {
+                if let Some((_, first)) = clone_ids.iter().find(|(c, _)| *c == id) {
+                    return Err(ImportError::at(
+                        file,
+                        line(*s),
+                        format!("Servers `{first}` and `{raw_name}` both have CloneID `{id}`; a session's clone id must name one server"),
+                    ));
+                }
+                clone_ids.push((id, raw_name));
+                item.set("clone_id", Value::Str(id.to_string()), None)
+            }
             None => all_clones = false,
         }
         if backups.iter().any(|b| b == raw_name) {
