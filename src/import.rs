@@ -137,7 +137,7 @@ pub fn mod_jk_text(
         sources.push(f.to_string());
     }
     let doc = jk::convert(&parsed, mounts, wfile)?;
-    Ok(finish(doc, "mod_jk", &sources))
+    finish(doc, "mod_jk", &sources)
 }
 
 /// The tether config for a WebSphere plug-in's plugin-cfg.xml, as YAML text.
@@ -149,10 +149,14 @@ pub fn websphere(plugin_cfg: &Path) -> Result<String, ImportError> {
 /// [`websphere`] over the file's name and text.
 pub fn websphere_text(file: &str, text: &str) -> Result<String, ImportError> {
     let doc = websphere::convert(text, file)?;
-    Ok(finish(doc, "websphere", &[file.to_string()]))
+    finish(doc, "websphere", &[file.to_string()])
 }
 
-fn finish(mut doc: doc::Doc, kind: &str, sources: &[String]) -> String {
+/// The config's text, checked by tether's own parser (host names not looked up): the
+/// conversion refuses what it cannot express (at the source's line) where it knows the
+/// case, and this check catches the rest, so an import never prints a config that
+/// `tether -t` would refuse.
+fn finish(mut doc: doc::Doc, kind: &str, sources: &[String]) -> Result<String, ImportError> {
     let mut header = vec![
         format!("tether config imported from {} (`tether import {kind}`).", sources.join(", ")),
         "Check it with `tether -t -c FILE`. Settings without a tether equivalent are comments naming them;".into(),
@@ -161,7 +165,27 @@ fn finish(mut doc: doc::Doc, kind: &str, sources: &[String]) -> String {
     ];
     header.append(&mut doc.header);
     doc.header = header;
-    doc.to_yaml()
+    let yaml = doc.to_yaml();
+    let checked =
+        tether_plugins::without_name_lookups(|| crate::config::parse(&yaml, "the imported config"));
+    if let Err(e) = checked {
+        let refused: Vec<String> = e
+            .errors
+            .iter()
+            .filter(|err| !err.message.ends_with(crate::config::NOT_LOOKED_UP))
+            .map(|err| format!("  {}: {}", err.path, err.message))
+            .collect();
+        if !refused.is_empty() {
+            return Err(ImportError::file(
+                &sources[0],
+                format!(
+                    "the converted config is one tether would refuse, so it is not printed:\n{}",
+                    refused.join("\n")
+                ),
+            ));
+        }
+    }
+    Ok(yaml)
 }
 
 /// `tether import ...`: prints the config, or the error (exit 1).
@@ -196,5 +220,58 @@ pub fn run(source: Source) -> ExitCode {
             eprintln!("tether import: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::doc::{Cluster, Doc, Item, Listener, Value};
+    use super::*;
+
+    fn server(name: &str, address: &str) -> Item {
+        let mut s = Item::default();
+        s.set("name", Value::Str(name.into()), None);
+        s.set("address", Value::Str(address.into()), None);
+        s
+    }
+
+    fn doc(servers: Vec<Item>) -> Doc {
+        let mut c = Cluster::default();
+        c.item.set("name", Value::Str("shop".into()), None);
+        c.servers = servers;
+        Doc {
+            listeners: vec![Listener {
+                name: "web".into(),
+                address: "127.0.0.1:80".into(),
+                cluster: Some("shop".into()),
+                ..Listener::default()
+            }],
+            clusters: vec![c],
+            ..Doc::default()
+        }
+    }
+
+    #[test]
+    fn a_converted_config_tether_would_refuse_is_an_error_not_printed() {
+        // What no conversion step checks itself (here, a server redirecting to itself) is
+        // still caught by tether's own parser before anything is printed.
+        let mut a = server("a", "10.0.0.1:8080");
+        a.set("redirect", Value::Str("a".into()), None);
+        let err = finish(doc(vec![a]), "mod_jk", &["workers.properties".into()]).unwrap_err();
+        assert_eq!(err.file, "workers.properties");
+        assert!(
+            err.message
+                .contains("clusters[0].servers[0].redirect: a server cannot redirect to itself"),
+            "{err}"
+        );
+        // A host name is not looked up (the import sends nothing off the machine), and
+        // the config that only names hosts is printed.
+        let yaml = finish(
+            doc(vec![server("b", "tomcat-b.invalid:8080")]),
+            "mod_jk",
+            &["workers.properties".into()],
+        )
+        .unwrap();
+        assert!(yaml.contains("tomcat-b.invalid:8080"), "{yaml}");
     }
 }

@@ -27,7 +27,7 @@ pub use duration::parse_duration;
 pub use key::{ConnectionKey, KeySource};
 pub use lens::{SessionLens, SessionView};
 pub use registry::{build, parse, PluginConfigError, PluginSpec, NAMES};
-pub use resolve::{no_name_lookups, resolve, NOT_LOOKED_UP};
+pub use resolve::{no_name_lookups, resolve, without_name_lookups, NOT_LOOKED_UP};
 pub use state::RequestState;
 pub use target::{KnownTargets, Target};
 
