@@ -33,8 +33,9 @@ enum Step {
 struct Section {
     name: String,
     steps: Vec<Step>,
-    /// For a plugin's section: the `name` its entry carries.
-    plugin: Option<&'static str>,
+    /// In a plugin's section or one nested in it: how many steps lead to the plugin's
+    /// entry, and the `name` that entry carries.
+    plugin: Option<(usize, &'static str)>,
 }
 
 /// The value at `steps` under `v`, made (as an empty mapping or a one-item list) where it
@@ -96,15 +97,21 @@ fn probe(dir: &std::path::Path, s: &Section, value_as_list: bool) -> Option<BTre
     if value_as_list {
         steps.push(Step::First);
     }
+    if let Some((depth, name)) = s.plugin {
+        let entry = place(&mut config, &s.steps[..depth]);
+        if !entry.is_mapping() {
+            *entry = Value::Mapping(Mapping::new());
+        }
+        entry
+            .as_mapping_mut()
+            .unwrap()
+            .insert("name".into(), name.into());
+    }
     let at = place(&mut config, &steps);
     if !at.is_mapping() {
         *at = Value::Mapping(Mapping::new());
     }
-    let m = at.as_mapping_mut().unwrap();
-    if let Some(name) = s.plugin {
-        m.insert("name".into(), name.into());
-    }
-    m.insert(PROBE.into(), 1.into());
+    at.as_mapping_mut().unwrap().insert(PROBE.into(), 1.into());
     known_fields(&check(dir, &serde_yaml::to_string(&config).unwrap()))
 }
 
@@ -125,7 +132,7 @@ fn parser_sections(dir: &std::path::Path) -> BTreeMap<String, BTreeSet<String>> 
                 Step::Key("plugins".into()),
                 Step::First,
             ],
-            plugin: Some(plugin),
+            plugin: Some((4, plugin)),
         });
     }
     while let Some(s) = todo.pop() {
@@ -144,7 +151,7 @@ fn parser_sections(dir: &std::path::Path) -> BTreeMap<String, BTreeSet<String>> 
                 let inner = Section {
                     name: join(suffix),
                     steps: steps.clone(),
-                    plugin: None,
+                    plugin: s.plugin,
                 };
                 if !out.contains_key(&inner.name) && probe(dir, &inner, list).is_some() {
                     let mut inner = inner;
@@ -164,37 +171,46 @@ fn parser_sections(dir: &std::path::Path) -> BTreeMap<String, BTreeSet<String>> 
 /// The sections and fields the chapter names.
 fn chapter_sections(text: &str) -> BTreeMap<String, BTreeSet<String>> {
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut section: Option<String> = None;
+    // The sections the current heading names (a table under a heading that names two,
+    // like the plugins' shared `key`, documents both).
+    let mut sections: Vec<String> = Vec::new();
+    let path = |name: &str| {
+        !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.[]".contains(c))
+    };
     for line in text.lines() {
         if let Some(h) = line.strip_prefix('#') {
             let h = h.trim_start_matches('#').trim();
-            section = if h.eq_ignore_ascii_case("top level") {
-                Some(String::new())
+            sections = if h.eq_ignore_ascii_case("top level") {
+                vec![String::new()]
             } else {
-                h.split('`').nth(1).map(str::to_string)
+                h.split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .filter(|n| path(n))
+                    .map(str::to_string)
+                    .collect()
             };
             continue;
         }
-        let (Some(s), Some(row)) = (&section, line.strip_prefix('|')) else {
+        let Some(row) = line.strip_prefix('|') else {
             continue;
         };
         let first = row.split('|').next().unwrap_or("");
-        for name in first.split('`').skip(1).step_by(2) {
-            let valid = name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.[]".contains(c));
-            if !valid || name.is_empty() {
-                continue;
+        for name in first.split('`').skip(1).step_by(2).filter(|n| path(n)) {
+            for s in &sections {
+                let full = if s.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{s}.{name}")
+                };
+                let (sec, field) = full.rsplit_once('.').unwrap_or(("", &full));
+                out.entry(sec.to_string())
+                    .or_default()
+                    .insert(field.trim_end_matches("[]").to_string());
             }
-            let full = if s.is_empty() {
-                name.to_string()
-            } else {
-                format!("{s}.{name}")
-            };
-            let (sec, field) = full.rsplit_once('.').unwrap_or(("", &full));
-            out.entry(sec.to_string())
-                .or_default()
-                .insert(field.trim_end_matches("[]").to_string());
         }
     }
     // A section documented is its field in the section above documented.
@@ -247,7 +263,8 @@ fn every_field_the_parser_accepts_is_in_the_reference_and_no_other() {
 fn the_chapter_reader_finds_sections_and_dotted_fields() {
     let text = "## top level\n| field | default |\n| --- | --- |\n| `watch_config` | none |\n\
                 | `metrics.address` | none |\n### `listeners[].limits`\n| `a`, `b` | 1 |\n\
-                ## `plugins[script]`\n| `file` | none |\n";
+                ## `plugins[script]`\n| `file` | none |\n\
+                ### Keys of `plugins[route_lookup]` and `plugins[route_table]`\n| `key.header` | none |\n";
     let c = chapter_sections(text);
     assert_eq!(
         c[""],
@@ -259,4 +276,7 @@ fn the_chapter_reader_finds_sections_and_dotted_fields() {
         BTreeSet::from(["a".to_string(), "b".to_string()])
     );
     assert_eq!(c["plugins[script]"], BTreeSet::from(["file".to_string()]));
+    for p in ["plugins[route_lookup].key", "plugins[route_table].key"] {
+        assert_eq!(c[p], BTreeSet::from(["header".to_string()]));
+    }
 }
