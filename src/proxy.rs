@@ -258,7 +258,12 @@ impl TetherProxy {
                 }
             }
             _ => {
-                let d = decide(session, ctx);
+                let mut d = decide(session, ctx);
+                if fleet_wait::waits(ctx.router.as_deref(), d, ctx.session_key) {
+                    let router = ctx.router.clone().expect("waits() saw it");
+                    let key = ctx.session_key;
+                    d = fleet_wait::settle(&router, d, key, || decide(session, ctx)).await;
+                }
                 ctx.count_decision(d);
                 d
             }

@@ -275,3 +275,67 @@ async fn a_partition_learned_a_moment_ago_on_another_instance_is_waited_for() {
     }
     assert_eq!(wsfo_total(&sims), 0, "no $WSFO while affinity holds");
 }
+
+/// A clone dies. One instance fails each of its partitions over (with `$WSFO`: the new
+/// owner takes the partition over, as it must). The session's next request comes through
+/// the other instance a moment later, before the takeover reached it (instances publish
+/// every 100 ms): it must wait for the fleet's word rather than fail the session over a
+/// second time, with a `$WSFO` to the new owner, whose affinity then holds (IBM PM30968,
+/// across a fleet). Found by the hour-long soak (`bench/soak`): five such `$WSFO` in an
+/// hour, each at a clone's death.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_made_a_moment_ago_on_another_instance_is_not_made_again() {
+    let dir = scratch_dir("fleet-failover-once");
+    let redis = Redis::start(&dir.join("redis"));
+    let (_cluster, sims) = was_cluster().await;
+    let a = instance(&sims, &redis.url(), "a", "");
+    let b = instance(&sims, &redis.url(), "b", "");
+    for t in [&a, &b] {
+        until(
+            "the instance is in sync",
+            Duration::from_secs(10),
+            || async { metric(t, "tether_shared_state_up").await == 1.0 },
+        )
+        .await;
+    }
+    let made = sessions(&a, 30).await;
+    until("b applies a's table", Duration::from_secs(5), || async {
+        table_size(&b).await == 6
+    })
+    .await;
+    // One session of each of was1's two partitions.
+    let mut orphans: Vec<&str> = Vec::new();
+    for (cookie, home) in &made {
+        let partition = &cookie[cookie.rfind(':').unwrap()..];
+        if home == "was1" && !orphans.iter().any(|c| c.ends_with(partition)) {
+            orphans.push(cookie);
+        }
+    }
+    assert_eq!(orphans.len(), 2, "sessions of both of was1's partitions");
+    for cookie in &orphans {
+        assert_eq!(
+            visit(&b, cookie).await,
+            ("was1".to_string(), 2),
+            "home through b"
+        );
+    }
+    sims[0].stop().await;
+    for cookie in &orphans {
+        let (server, count) = visit(&a, cookie).await;
+        assert_ne!(server, "was1");
+        assert_eq!(count, 3, "the replica had the session");
+        let started = std::time::Instant::now();
+        let again = visit(&b, cookie).await;
+        println!(
+            "{cookie}: failed over to {server} through a; through b then {again:?} in {:?}",
+            started.elapsed()
+        );
+        assert_eq!(again, (server, 4), "b sends it to its new owner, data kept");
+    }
+    assert_eq!(
+        wsfo_total(&sims),
+        2,
+        "one $WSFO per partition taken over, none from b"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -145,16 +145,8 @@ impl Engine {
         ctx.metrics = Some(snapshot.metrics[cluster].clone());
         ctx.upstream_tls = snapshot.upstream_tls[cluster].clone();
         ctx.ssl_headers = snapshot.ssl_headers[cluster].clone();
-        let mut decision = self.decide_only(c, ctx, ms_at(ctx.start));
-        if proxy::waits_for_fleet(ctx.router.as_deref(), decision, ctx.session_key) {
-            // Boxed: only a WebSphere session whose partition is unknown here waits.
-            let router = ctx.router.clone().expect("waits_for_fleet saw it");
-            let key = ctx.session_key;
-            let fleet = proxy::await_fleet(&router, decision, key, || {
-                self.decide_only(c, ctx, now_ms())
-            });
-            decision = Box::pin(fleet).await;
-        }
+        let first = self.decide_only(c, ctx, ms_at(ctx.start));
+        let mut decision = self.settled(c, ctx, first).await;
         ctx.count_decision(decision);
         let mut tries = 0;
         loop {
@@ -183,7 +175,9 @@ impl Engine {
             match failure {
                 Failure::Connect(why) => {
                     if proxy::connect_failed(ctx, &why) && retry {
-                        decision = self.decide(c, ctx, now_ms());
+                        let next = self.decide_only(c, ctx, now_ms());
+                        decision = self.settled(c, ctx, next).await;
+                        ctx.count_decision(decision);
                         continue;
                     }
                     return self.failed(c, ctx, 502, &why, req).await;
@@ -208,6 +202,19 @@ impl Engine {
                 Failure::Body(stop) => return self.body_stopped(c, stop, req).await,
             }
         }
+    }
+
+    /// `d`, or, when it would fail a WebSphere session over while a fleet feeds the
+    /// partition table, what is decided once the fleet has had its word
+    /// (`proxy/fleet_wait.rs`). Boxed only when it waits.
+    async fn settled(&self, c: &Conn, ctx: &mut RequestCtx, d: Decision) -> Decision {
+        if !proxy::waits_for_fleet(ctx.router.as_deref(), d, ctx.session_key) {
+            return d;
+        }
+        let router = ctx.router.clone().expect("waits_for_fleet saw it");
+        let key = ctx.session_key;
+        let fleet = proxy::await_fleet(&router, d, key, || self.decide_only(c, ctx, now_ms()));
+        Box::pin(fleet).await
     }
 
     fn decide(&self, c: &Conn, ctx: &mut RequestCtx, now: u64) -> Decision {

@@ -1,33 +1,33 @@
-//! A WebSphere session whose partition this instance has not learned, while a fleet feeds
-//! its table, waits for the fleet before it fails over: another instance may have learned
-//! the partition a moment ago (`routing/partitions/feed.rs` says why). Both engines call
-//! it for a request's first decision.
+//! A WebSphere request about to fail over, while a fleet feeds the partition table, waits
+//! for the fleet first: another instance may have learned the session's partition a
+//! moment ago, or already failed it over to a new owner (`routing/partitions/feed.rs`
+//! says why). Both engines call it for a request's first decision and for the decision
+//! after a server could not be reached.
 
-use crate::routing::{now_ms, ClusterRouter, Decision, Outcome};
+use crate::routing::{now_ms, ClusterRouter, Decision};
 use std::time::Duration;
 
 /// Longest wait: another instance's publishing period (100 ms) and Redis's delivery, with
 /// room to spare.
 pub const WAIT: Duration = Duration::from_millis(300);
 
-fn hashed(d: Decision) -> bool {
-    matches!(
-        d,
-        Decision::Route {
-            outcome: Outcome::HashFallback,
-            ..
-        }
-    )
+/// Would `d` carry `$WSFO` (the session goes away from its partition's owner)?
+fn away(d: Decision) -> bool {
+    match d {
+        Decision::Route { outcome, .. } => super::websphere::needs_failover_tag(Some(outcome)),
+        Decision::Reject(_) => false,
+    }
 }
 
-/// Does the request whose first decision is `first` wait for the fleet? (No allocation,
-/// no lock: a check of the decision, the cluster's style and the table's feed.)
+/// Does the request whose decision is `first` wait for the fleet? (No allocation, no
+/// lock: a check of the decision, the cluster's style and the table's feed.)
 pub fn waits(router: Option<&ClusterRouter>, first: Decision, key: Option<u64>) -> bool {
-    hashed(first) && router.is_some_and(|r| r.fleet_feed(first, key, now_ms()).is_some())
+    away(first) && router.is_some_and(|r| r.fleet_feed(first, key, now_ms()).is_some())
 }
 
-/// `first`, or, when the fleet may know the session's partition, the decision made again
-/// at each change of the table until it is known or [`WAIT`] has passed.
+/// `first`, or, when the fleet may know better where the session's partition is, the
+/// decision made again at each change of the table until it no longer goes away from the
+/// owner or [`WAIT`] has passed.
 pub async fn settle(
     router: &ClusterRouter,
     first: Decision,
@@ -44,7 +44,7 @@ pub async fn settle(
         // Registered before looking again, so a change in between is not missed.
         next.as_mut().enable();
         let d = decide();
-        if !hashed(d) {
+        if !away(d) {
             return d;
         }
         if tokio::time::timeout_at(until, next).await.is_err() {

@@ -281,18 +281,19 @@ impl ClusterRouter {
         self.partitions.as_ref()
     }
 
-    /// The fleet's feed of the partition table, when `d` hashed a WebSphere session whose
-    /// partition the table does not know and the fleet may know it (`partitions/feed.rs`):
-    /// what the request waits on before it fails over.
+    /// The fleet's feed of the partition table, when `d` sends a WebSphere session away
+    /// from its partition's owner (a hash, for a partition the table does not know, or a
+    /// failover, from an owner that cannot take it) and the fleet may know better
+    /// (`partitions/feed.rs`): what the request waits on before it fails over.
     pub fn fleet_feed(&self, d: Decision, key: Option<u64>, now: u64) -> Option<&Feed> {
-        let hashed = matches!(
+        let away = matches!(
             d,
             Decision::Route {
-                outcome: Outcome::HashFallback,
+                outcome: Outcome::HashFallback | Outcome::Failover,
                 ..
             }
         );
-        if !hashed || self.style != SessionStyle::Websphere {
+        if !away || self.style != SessionStyle::Websphere {
             return None;
         }
         let feed = self.partitions.as_ref()?.feed();

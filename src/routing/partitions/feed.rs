@@ -5,8 +5,10 @@
 //! Another instance publishes what it learns every 100 ms. Until this one applies it, a
 //! session made there a moment ago names a partition unknown here, and the hash fallback
 //! would send it with `$WSFO` to a server that then takes the partition over from its
-//! owner, which is up: IBM PK48101 across a fleet. So such a request waits for the fleet
-//! first (`proxy/fleet_wait.rs`), while the table is fed.
+//! owner, which is up: IBM PK48101 across a fleet. Likewise, a moment after another
+//! instance failed a dead clone's partition over, a failover here would send a second
+//! `$WSFO`, to the new owner whose affinity holds: IBM PM30968 across a fleet. So such
+//! requests wait for the fleet first (`proxy/fleet_wait.rs`), while the table is fed.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use tokio::sync::futures::Notified;
