@@ -241,6 +241,24 @@ async fn a_health_check_down_mark_is_a_hint_the_others_check_at_once() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Instances `a` and `b` on `redis`, once both are in sync with the fleet.
+async fn in_sync_pair(
+    sims: &[tether::sim::WebSphereSim],
+    redis: &Redis,
+) -> (common::Tether, common::Tether) {
+    let a = instance(sims, &redis.url(), "a", "");
+    let b = instance(sims, &redis.url(), "b", "");
+    for t in [&a, &b] {
+        until(
+            "the instance is in sync",
+            Duration::from_secs(10),
+            || async { metric(t, "tether_shared_state_up").await == 1.0 },
+        )
+        .await;
+    }
+    (a, b)
+}
+
 /// A session made through one instance, its next request at once through another: the
 /// other has not applied the new partition yet (instances publish every 100 ms), and
 /// must wait for the fleet rather than hash the session to some clone with `$WSFO`,
@@ -251,16 +269,7 @@ async fn a_partition_learned_a_moment_ago_on_another_instance_is_waited_for() {
     let dir = scratch_dir("fleet-fresh-partition");
     let redis = Redis::start(&dir.join("redis"));
     let (_cluster, sims) = was_cluster().await;
-    let a = instance(&sims, &redis.url(), "a", "");
-    let b = instance(&sims, &redis.url(), "b", "");
-    for t in [&a, &b] {
-        until(
-            "the instance is in sync",
-            Duration::from_secs(10),
-            || async { metric(t, "tether_shared_state_up").await == 1.0 },
-        )
-        .await;
-    }
+    let (a, b) = in_sync_pair(&sims, &redis).await;
     // Three new sessions through b: one on each clone, each a partition a never saw.
     let made = sessions(&b, 3).await;
     let mut homes: Vec<&str> = made.iter().map(|(_, h)| h.as_str()).collect();
@@ -288,16 +297,7 @@ async fn a_failover_made_a_moment_ago_on_another_instance_is_not_made_again() {
     let dir = scratch_dir("fleet-failover-once");
     let redis = Redis::start(&dir.join("redis"));
     let (_cluster, sims) = was_cluster().await;
-    let a = instance(&sims, &redis.url(), "a", "");
-    let b = instance(&sims, &redis.url(), "b", "");
-    for t in [&a, &b] {
-        until(
-            "the instance is in sync",
-            Duration::from_secs(10),
-            || async { metric(t, "tether_shared_state_up").await == 1.0 },
-        )
-        .await;
-    }
+    let (a, b) = in_sync_pair(&sims, &redis).await;
     let made = sessions(&a, 30).await;
     until("b applies a's table", Duration::from_secs(5), || async {
         table_size(&b).await == 6
