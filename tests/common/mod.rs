@@ -9,6 +9,7 @@ pub mod prometheus;
 pub mod real_tomcat;
 pub mod recording;
 pub mod redis;
+pub mod script;
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
