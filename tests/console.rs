@@ -6,12 +6,11 @@
 mod common;
 
 use common::redis::Redis;
+use common::webdriver::{click, js, screenshot, until, Driver};
 use common::{cluster_yaml, scratch_dir, tomcats, Browser, Opts, Tether};
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::{Client, Locator};
 use serde_json::{json, Value};
-use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const ADMIN: &str = "adm1n-token";
@@ -19,94 +18,6 @@ const OPERATE: &str = "0perate-token";
 const READ: &str = "r3ad-token";
 /// The page's refresh period (`ui/console.js`).
 const REFRESH: Duration = Duration::from_secs(2);
-
-/// A chromedriver on a reserved loopback port, ended with the test.
-struct Driver {
-    child: Child,
-    port: u16,
-    profile: PathBuf,
-}
-
-impl Driver {
-    fn start() -> Driver {
-        let port = common::free_port();
-        let profile = scratch_dir("chromium-profile");
-        let child = Command::new("chromedriver")
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver (Debian's chromium-driver; ./run test installs it)");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "chromedriver did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Driver {
-            child,
-            port,
-            profile,
-        }
-    }
-
-    /// A headless Chromium of its own (a new profile), at `width` × `height`.
-    async fn browser(&self, width: u32, height: u32) -> Client {
-        let caps = json!({
-            "goog:chromeOptions": {
-                "binary": "/usr/bin/chromium",
-                "args": [
-                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                    "--disable-quic", "--no-first-run", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync",
-                    format!("--window-size={width},{height}"),
-                    format!("--user-data-dir={}", self.profile.join(format!("{width}x{height}")).display()),
-                ],
-            }
-        });
-        let Value::Object(caps) = caps else {
-            unreachable!()
-        };
-        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(caps)
-            .connect(&format!("http://127.0.0.1:{}", self.port))
-            .await
-            .expect("a WebDriver session")
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn screenshot(c: &Client, name: &str) {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("../test-artifacts/console");
-    std::fs::create_dir_all(&dir).unwrap();
-    let png = c.screenshot().await.expect("a screenshot");
-    std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
-}
-
-/// The value of the script `body` (a function body that returns it) in the page.
-async fn js(c: &Client, body: &str) -> Value {
-    c.execute(body, vec![]).await.expect(body)
-}
-
-/// Waits until `body` returns true in the page; how long it took.
-async fn until(c: &Client, what: &str, body: &str, limit: Duration) -> Duration {
-    let start = Instant::now();
-    loop {
-        if js(c, body).await == Value::Bool(true) {
-            return start.elapsed();
-        }
-        if start.elapsed() > limit {
-            screenshot(c, &format!("failed-{}", what.replace(' ', "-"))).await;
-            panic!("{what}: not within {limit:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 /// Opens the admin listener's root (which sends the browser to the console) and signs in.
 async fn sign_in(c: &Client, t: &Tether, token: &str) {
@@ -143,15 +54,6 @@ async fn cell(c: &Client, server: &str, column: usize) -> String {
     )
     .await;
     v.as_str().unwrap_or_default().to_string()
-}
-
-async fn click(c: &Client, css: &str) {
-    c.find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("{css}: {e}"))
-        .click()
-        .await
-        .unwrap();
 }
 
 fn with_tokens(cluster: String, dir: &std::path::Path) -> Opts {

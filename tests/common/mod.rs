@@ -10,6 +10,7 @@ pub mod real_tomcat;
 pub mod recording;
 pub mod redis;
 pub mod script;
+pub mod webdriver;
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
