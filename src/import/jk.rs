@@ -6,7 +6,7 @@ use super::jk_model::{Member, Target};
 use super::jk_mounts::{self, Mounts};
 use super::jk_props::{list, said, Worker, Workers};
 use super::jk_settings::{self as settings, Timeouts};
-use super::names::Namer;
+use super::names::{Claims, Namer};
 use super::{jk_routes, ImportError};
 use std::collections::HashMap;
 
@@ -224,8 +224,7 @@ fn balancer(
     let mut servers = Vec::new();
     // tether takes each address and each route once in a cluster (as the config's check
     // does).
-    let mut addresses: Vec<(String, &str)> = Vec::new();
-    let mut routes: Vec<(String, &str)> = Vec::new();
+    let (mut addresses, mut routes) = (Claims::default(), Claims::default());
     for m in &names {
         let mw = w.worker(m);
         let k = kind(mw);
@@ -238,7 +237,7 @@ fn balancer(
         let (name, note) = namer.name(m);
         let mut s = server(m, mw, &name, &k, file)?;
         if let Some(Value::Str(address)) = s.item.get("address") {
-            if let Some((_, first)) = addresses.iter().find(|(a, _)| a == address) {
+            if let Some(first) = addresses.claim(address, m) {
                 let line = mw
                     .and_then(|w| w.get("port").or(w.get("host")).map(|p| p.line))
                     .unwrap_or(lb.line);
@@ -252,9 +251,8 @@ fn balancer(
                     ),
                 ));
             }
-            addresses.push((address.clone(), m));
         }
-        if let Some((_, first)) = routes.iter().find(|(r, _)| *r == s.route) {
+        if let Some(first) = routes.claim(&s.route, m) {
             let line = mw
                 .and_then(|w| w.get("route").or(w.get("jvm_route")).map(|p| p.line))
                 .or(mw.map(|w| w.line))
@@ -269,7 +267,6 @@ fn balancer(
                 ),
             ));
         }
-        routes.push((s.route.clone(), m));
         if let Some(n) = note {
             s.item.notes.insert(0, n);
         }

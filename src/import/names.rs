@@ -1,4 +1,5 @@
-//! Names tether accepts (1-64 of `A-Z a-z 0-9 _ - .`), made from the source's names.
+//! Names tether accepts (1-64 of `A-Z a-z 0-9 _ - .`), made from the source's names, and
+//! the values a cluster takes once (addresses, routes, clone ids), claimed by one item each.
 
 use std::collections::HashSet;
 
@@ -42,6 +43,25 @@ impl Namer {
     }
 }
 
+/// Values of one kind that one cluster takes once each, with the item that claimed each.
+#[derive(Default)]
+pub struct Claims<'a> {
+    taken: Vec<(String, &'a str)>,
+}
+
+impl<'a> Claims<'a> {
+    /// Claims `value` for `item`; the item that already holds it, if one does.
+    pub fn claim(&mut self, value: &str, item: &'a str) -> Option<&'a str> {
+        match self.taken.iter().find(|(v, _)| v == value) {
+            Some((_, first)) => Some(first),
+            None => {
+                self.taken.push((value.to_string(), item));
+                None
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,5 +79,14 @@ mod tests {
         let long = "x".repeat(80);
         assert_eq!(n.name(&long).0.len(), 64);
         assert_eq!(n.name(&long).0, format!("{}-2", "x".repeat(62)));
+    }
+
+    #[test]
+    fn a_value_is_claimed_once_and_the_first_holder_named() {
+        let mut c = Claims::default();
+        assert_eq!(c.claim("10.0.0.1:8009", "a"), None);
+        assert_eq!(c.claim("10.0.0.2:8009", "b"), None);
+        assert_eq!(c.claim("10.0.0.1:8009", "c"), Some("a"));
+        assert_eq!(c.claim("10.0.0.1:8009", "d"), Some("a"));
     }
 }

@@ -2,7 +2,7 @@
 //! backups, the transport (http, or https with `tls`), timeouts, retry interval.
 
 use super::doc::{Cluster, Item, Value};
-use super::names::Namer;
+use super::names::{Claims, Namer};
 use super::ImportError;
 use roxmltree::Node;
 use std::net::IpAddr;
@@ -212,8 +212,7 @@ pub fn convert(sc: Node, name: &str, file: &str) -> Result<Cluster, ImportError>
     let mut keyrings: Vec<String> = Vec::new();
     let mut by_ip = false;
     // tether takes each address and clone id once in a cluster (as the config's check does).
-    let mut addresses: Vec<(String, &str)> = Vec::new();
-    let mut clone_ids: Vec<(&str, &str)> = Vec::new();
+    let (mut addresses, mut clone_ids) = (Claims::default(), Claims::default());
     for (s, ts) in servers.iter().zip(&transports) {
         let mut item = Item::default();
         let raw_name = required(*s, "Name", file)?;
@@ -237,7 +236,7 @@ pub fn convert(sc: Node, name: &str, file: &str) -> Result<Cluster, ImportError>
         {
             tnote.push_str(&format!("; also {} on port {}", other.protocol, other.port));
         }
-        if let Some((_, first)) = addresses.iter().find(|(a, _)| *a == t.address) {
+        if let Some(first) = addresses.claim(&t.address, raw_name) {
             return Err(ImportError::at(
                 file,
                 line(*s),
@@ -247,7 +246,6 @@ pub fn convert(sc: Node, name: &str, file: &str) -> Result<Cluster, ImportError>
                 ),
             ));
         }
-        addresses.push((t.address.clone(), raw_name));
         item.set("address", Value::Str(t.address.clone()), tnote);
         by_ip |= t.host_is_ip && t.protocol == "https";
         for p in &t.props {
@@ -267,14 +265,13 @@ pub fn convert(sc: Node, name: &str, file: &str) -> Result<Cluster, ImportError>
                 ))
             }
             Some(id) => {
-                if let Some((_, first)) = clone_ids.iter().find(|(c, _)| *c == id) {
+                if let Some(first) = clone_ids.claim(id, raw_name) {
                     return Err(ImportError::at(
                         file,
                         line(*s),
                         format!("Servers `{first}` and `{raw_name}` both have CloneID `{id}`; a session's clone id must name one server"),
                     ));
                 }
-                clone_ids.push((id, raw_name));
                 item.set("clone_id", Value::Str(id.to_string()), None)
             }
             None => all_clones = false,
