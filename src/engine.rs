@@ -12,6 +12,7 @@
 mod answer;
 mod conn;
 mod exchange;
+mod idle;
 mod plugins;
 mod pool;
 mod relay;
@@ -21,4 +22,5 @@ mod upload;
 mod wire;
 
 pub use conn::Conn;
+pub use idle::Woke;
 pub use serve::{Engine, Next};

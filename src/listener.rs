@@ -14,12 +14,14 @@
 //! then stays with Pingora's proxy.
 
 mod accept;
+mod engine_conn;
 pub mod proxy_protocol;
 
 use crate::head_limit::{HeadBudget, HeadLimited, HEAD};
+use engine_conn::EngineConn;
 
 use crate::client_limits;
-use crate::engine::{Engine, Next};
+use crate::engine::Engine;
 use crate::metrics;
 use crate::proxy::TetherProxy;
 use crate::snapshot::SharedSnapshot;
@@ -203,64 +205,14 @@ impl Listener {
             head = self.next_head();
         }
     }
+}
 
-    /// An HTTP/1 connection's requests through tether's engine, until one is handed over:
-    /// then the connection goes on with Pingora's proxy. While the connection is busy its
-    /// requests are served by one boxed future ([`Self::engine_busy`]); one that waits
-    /// for its next request past the engine's grace gives it back (a request's future is
-    /// a few KiB) with its buffers, and waits here on a few dozen bytes.
-    async fn engine_loop(
-        &self,
-        engine: &Engine,
-        stream: Stream,
-        shutdown: &ShutdownWatch,
-        budget: &HeadBudget,
-        first: (Duration, usize),
-    ) -> Option<Stream> {
-        let mut conn = crate::engine::Conn::new(stream);
-        let mut until = Self::start_head(budget, first);
-        loop {
-            let busy = Box::pin(self.engine_busy(engine, conn, shutdown, budget, &mut until));
-            match busy.await? {
-                Next::Idle(c) => conn = c,
-                // The handed-over head was read already; Pingora's proxy lifts its deadline.
-                Next::Handover(session) => {
-                    let next = self.next_head();
-                    let proxy = Box::pin(self.proxy_loop(*session, shutdown, budget, next));
-                    return proxy.await;
-                }
-                Next::KeepAlive(_) | Next::Close => return None,
-            }
-            // The same request's head deadline goes on.
-            let idle = pin!(engine.idle(&mut conn));
-            if !self.within_deadline(idle, until, budget).await? {
-                return None;
-            }
-        }
-    }
-
-    /// The requests of a busy engine connection, from the one whose head must be read by
-    /// `until`: what ends the run ([`Next::Idle`] or [`Next::Handover`], with `until` the
-    /// deadline of the request that is not read yet), or `None` when the connection closes.
-    async fn engine_busy(
-        &self,
-        engine: &Engine,
-        mut conn: Box<crate::engine::Conn>,
-        shutdown: &ShutdownWatch,
-        budget: &HeadBudget,
-        until: &mut Instant,
-    ) -> Option<Next> {
-        loop {
-            let stopping = *shutdown.borrow();
-            let serve = pin!(engine.serve(conn, stopping));
-            match self.within_deadline(serve, *until, budget).await? {
-                Next::KeepAlive(c) => conn = c,
-                Next::Close => return None,
-                other => return Some(other),
-            }
-            *until = Self::start_head(budget, self.next_head());
-        }
-    }
+/// What a new connection's setup ends in.
+enum Setup<'a> {
+    /// Served to its end (Pingora's proxy, HTTP/2) or refused; a stream to serve again.
+    Done(Option<Stream>),
+    /// An HTTP/1 connection for tether's engine, its first request not read yet.
+    Engine(EngineConn<'a>),
 }
 
 /// Decrements the open-connection count when a connection ends, however it ends.
@@ -276,8 +228,10 @@ impl Drop for Open<'_> {
 impl ServerApp for Listener {
     /// Pingora serves each connection in a task of its own sized for the largest future it
     /// may await there, its TLS handshake's (2.5 KiB, held for the connection's life); the
-    /// connection goes on at once in a task of tether's, sized for tether's future (whose
-    /// TLS is boxed): an idle connection's memory is about halved. Pingora's task ends.
+    /// connection goes on at once in a task of tether's. That task holds, inline, only what
+    /// an idle engine connection needs while it waits for its next request (a few hundred
+    /// bytes); the setup (PROXY header, TLS, HTTP/2, Pingora's proxy) and each busy run of
+    /// requests are boxed while they last. Pingora's task ends.
     async fn process_new(
         self: &Arc<Self>,
         stream: Stream,
@@ -285,11 +239,24 @@ impl ServerApp for Listener {
     ) -> Option<Stream> {
         let listener = self.clone();
         let shutdown = shutdown.clone();
+        // Each local of this task is a part of every idle connection: `next` is captured
+        // (not copied in), and a value matched on (which lives to the match's end) is not
+        // matched on across the engine's wait.
+        let mut next = Some(stream);
         tokio::spawn(async move {
             // A stream given back for reuse is served again, as Pingora's task would.
-            let mut next = listener.connection(stream, &shutdown).await;
-            while let Some(stream) = next {
-                next = listener.connection(stream, &shutdown).await;
+            loop {
+                let Some(stream) = next.take() else { return };
+                // The box is freed when its await ends, before the engine's requests.
+                let setup = Box::pin(listener.connection(stream, &shutdown));
+                let mut conn = match setup.await {
+                    Setup::Done(again) => {
+                        next = again;
+                        continue;
+                    }
+                    Setup::Engine(conn) => conn,
+                };
+                next = listener.engine_conn(&mut conn, &shutdown).await;
             }
         });
         None
@@ -304,8 +271,9 @@ impl ServerApp for Listener {
 }
 
 impl Listener {
-    /// One connection, from its accept to its end (or a stream to serve again).
-    async fn connection(&self, stream: Stream, shutdown: &ShutdownWatch) -> Option<Stream> {
+    /// One connection, from its accept to its end (or a stream to serve again), or, for
+    /// tether's engine, to its first request.
+    async fn connection(&self, stream: Stream, shutdown: &ShutdownWatch) -> Setup<'_> {
         let limits = self.snapshot.load().limits[self.index];
         let open = self.open.fetch_add(1, Relaxed) + 1;
         let _open = Open(&self.open);
@@ -318,7 +286,7 @@ impl Listener {
                     self.name, limits.max_connections
                 );
             }
-            return None;
+            return Setup::Done(None);
         }
         let tls = self.snapshot.load().tls[self.index].clone();
         let fd = stream
@@ -333,12 +301,17 @@ impl Listener {
                 .as_deref()
                 .unwrap_or(&[]);
             let read = Box::pin(self.proxy_protocol(stream, from, first));
-            read.await?
+            match read.await {
+                Some(stream) => stream,
+                None => return Setup::Done(None),
+            }
         } else {
             stream
         };
         // Counted from here until the connection ends, however it ends.
-        let _client = self.count_client(&stream)?;
+        let Some(client) = self.count_client(&stream) else {
+            return Setup::Done(None);
+        };
         let accept = Box::pin(accept::accept(
             stream,
             tls.as_deref(),
@@ -346,18 +319,19 @@ impl Listener {
             first,
             &self.name,
         ));
-        let stream = match accept.await? {
+        let stream = match accept.await {
+            None => return Setup::Done(None),
             // HTTP/2 streams are Pingora's (its h2 settings bound them); the connection
             // still counts in `max_connections` until it ends.
-            accept::Speaks::Http2(stream) => {
+            Some(accept::Speaks::Http2(stream)) => {
                 let h2 = Box::pin(<HttpProxy<TetherProxy> as ServerApp>::process_new(
                     &self.proxy,
                     stream,
                     shutdown,
                 ));
-                return h2.await;
+                return Setup::Done(h2.await);
             }
-            accept::Speaks::Http1(stream) => stream,
+            Some(accept::Speaks::Http1(stream)) => stream,
         };
         let budget = Arc::new(HeadBudget::default());
         if let Some(fd) = fd {
@@ -366,24 +340,26 @@ impl Listener {
         let limited = HeadLimited::new(stream, budget.clone());
         // The first head: from the connection's start.
         let first = (limits.request_head_timeout, limits.max_request_head);
+        if self.engine.is_some() {
+            return Setup::Engine(EngineConn {
+                conn: Some(crate::engine::Conn::new(Box::new(limited))),
+                until: Self::start_head(&budget, first),
+                budget,
+                _open,
+                _client: client,
+            });
+        }
         // The head budget is the connection's: one task-local scope for all its requests.
-        // A connection's task is as large as the largest future it may await, and it
-        // lives as long as the connection: what only some connections or some moments
-        // need (the PROXY header, TLS, HTTP/2, pingora-proxy, a request in flight) is
-        // boxed, each box made in a statement of its own (a temporary of `Box::pin(f).await`
-        // keeps its place in the task until the statement ends). An idle engine
-        // connection's task is then about a kilobyte.
-        HEAD.scope(budget.clone(), async {
-            if let Some(engine) = &self.engine {
-                return self
-                    .engine_loop(engine, Box::new(limited), shutdown, &budget, first)
-                    .await;
-            }
-            let keepalive = (!*shutdown.borrow()).then_some(limits.keepalive_timeout);
-            let limited = Box::new(limited);
-            let proxy = Box::pin(self.proxy_conn(limited, keepalive, shutdown, &budget, first));
-            proxy.await
-        })
-        .await
+        // What only some connections or some moments need (the PROXY header, TLS, HTTP/2,
+        // pingora-proxy) is boxed, each box made in a statement of its own (a temporary
+        // of `Box::pin(f).await` keeps its place in the future until the statement ends).
+        let keepalive = (!*shutdown.borrow()).then_some(limits.keepalive_timeout);
+        let limited = Box::new(limited);
+        let proxy = Box::pin(HEAD.scope(
+            budget.clone(),
+            self.proxy_conn(limited, keepalive, shutdown, &budget, first),
+        ));
+        let _client = client;
+        Setup::Done(proxy.await)
     }
 }

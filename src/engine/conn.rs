@@ -16,10 +16,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// retry) only for the requests that need it.
 const FIRST_READ: usize = 4096;
 
-/// Bytes a connection that gave its buffers back reads its next request's start into: a
-/// few, as they sit in the connection's task while it waits (the rest of the request is
-/// read into the buffers taken again).
-pub const IDLE_READ: usize = 32;
+/// Bytes a connection that gave its buffers back reads its next request's start into, on
+/// the stack of its wait's poll (not in its task): a first read's worth, copied into the
+/// buffers taken again.
+pub const IDLE_READ: usize = FIRST_READ;
 
 pub struct Conn {
     pub stream: Stream,
@@ -35,7 +35,6 @@ pub struct Conn {
     pub up_head: ResponseHead,
     pub peer: Option<IpAddr>,
     pub local: Option<SocketAddr>,
-    pub tls: Option<Arc<SslDigest>>,
 }
 
 impl Conn {
@@ -47,7 +46,6 @@ impl Conn {
         let local = socket
             .as_ref()
             .and_then(|d| d.local_addr().and_then(|a| a.as_inet()).copied());
-        let tls = stream.get_ssl_digest();
         Box::new(Conn {
             stream,
             buf: vec![0; FIRST_READ],
@@ -58,8 +56,13 @@ impl Conn {
             up_head: ResponseHead::new(),
             peer,
             local,
-            tls,
         })
+    }
+
+    /// The TLS connection's facts (`None` on plain TCP): the stream's own, not a copy here,
+    /// so that the record stays in jemalloc's 256-byte class.
+    pub fn tls(&self) -> Option<Arc<SslDigest>> {
+        self.stream.get_ssl_digest()
     }
 
     /// Gives the buffers back (a connection waiting for its next request): what is left

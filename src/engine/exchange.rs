@@ -239,7 +239,7 @@ fn upstream_head(c: &mut Conn, ctx: &RequestCtx, req: &Request) {
         ssl: ctx.ssl_headers.as_deref(),
         nominated: req.nominates,
     };
-    let secure = c.tls.clone().map(|digest| Secure { digest });
+    let secure = c.tls().map(|digest| Secure { digest });
     let mut up = Upstream::start(&c.head, &c.buf, req.upload.body, &replaced, &mut c.out);
     if ctx.forwarded {
         proxy::set_forwarded(&mut up, c.peer, secure.is_some());

@@ -42,7 +42,7 @@ impl Engine {
             ctx,
             start,
             plugins::proxy_facts(digest.as_deref()),
-            plugins::tls_facts(c.tls.as_deref()),
+            plugins::tls_facts(c.tls().as_deref()),
         );
         let state = &mut ctx.plugin_state;
         let routed = plugins::route(

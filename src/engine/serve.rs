@@ -1,12 +1,13 @@
 //! One HTTP/1 request on tether's engine, in the order of pingora-proxy's phases: the head
 //! read and checked, the body buffered, then the proxy core's steps (`steps.rs`) and the
-//! log; and the wait for the next request (without buffers past a grace, [`Engine::idle`],
-//! outside the request's future). A request the engine does not take yet is
+//! log. A connection that waits past a grace for its next request gives its buffers back
+//! and waits outside the request's future ([`Engine::idle`]). A request the engine does not take yet is
 //! handed to pingora-proxy with the bytes already read, and the connection stays there.
 
 use super::answer;
 use super::conn::{to_client, Conn};
 use super::exchange::Request;
+use super::idle::IdleWait;
 use super::upload::{Stop, Upload};
 use crate::access_log::AccessLog;
 use crate::http1::framing;
@@ -18,7 +19,6 @@ use pingora_core::protocols::http::ServerSession;
 use pingora_prometheus::prometheus::IntCounter;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use tokio::io::AsyncReadExt;
 use tokio::sync::Notify;
 
 /// How long a kept-alive connection waits for its next request with its buffers; then it
@@ -217,29 +217,16 @@ impl Engine {
         Next::KeepAlive(c)
     }
 
-    /// Waits, without buffers, for the first bytes of the next request of a connection
-    /// that gave them back ([`Next::Idle`]): a few bytes on the stack of this wait.
-    /// True when they came (the buffers are taken again, with them); false at the client's
-    /// end, on a failed read, or when the server stops meanwhile.
-    pub async fn idle(&self, c: &mut Conn) -> bool {
+    /// The wait, without buffers, for the first bytes of the next request of a connection
+    /// that gave them back ([`Next::Idle`]), until `until`.
+    pub fn idle<'a>(&'a self, c: &'a mut Conn, until: std::time::Instant) -> IdleWait<'a> {
+        // Made before the flag is read: a stop after this wakes it, polled or not.
         let stop = self.shutdown.notified();
-        tokio::pin!(stop);
-        stop.as_mut().enable();
-        if self.stopping.load(Ordering::Acquire) {
-            return false;
-        }
-        let mut first = [0u8; super::conn::IDLE_READ];
-        let read = tokio::select! {
-            biased;
-            r = c.stream.read(&mut first) => r,
-            () = stop => return false,
-        };
-        match read {
-            Ok(n) if n > 0 => {
-                c.restore(&first[..n]);
-                true
-            }
-            _ => false,
+        IdleWait {
+            conn: c,
+            stopping: self.stopping.load(Ordering::Acquire),
+            stop,
+            deadline: tokio::time::sleep_until(until.into()),
         }
     }
 

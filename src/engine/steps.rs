@@ -348,7 +348,7 @@ fn record(
         0 => http::Version::HTTP_10,
         _ => http::Version::HTTP_11,
     };
-    let tls = c.tls.as_ref().map(|d| d.version.clone());
+    let tls = c.tls().map(|d| d.version.clone());
     proxy::access_record(
         ctx,
         c.peer,
