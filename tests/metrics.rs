@@ -158,6 +158,19 @@ async fn a_scrape_passes_promtool_and_counts_what_happened() {
         allocated > 0.0 && allocated <= active && active <= resident,
         "{allocated} {active} {resident}"
     );
+    // Its small objects by size class, read at the same moment: within `allocated`.
+    let objects: f64 = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("tether_heap_objects{size=\""))
+        .map(|rest| {
+            let (size, count) = rest.split_once("\"} ").unwrap();
+            size.parse::<f64>().unwrap() * count.parse::<f64>().unwrap()
+        })
+        .sum();
+    assert!(
+        objects > 0.0 && objects <= allocated,
+        "{objects} of {allocated}"
+    );
     // No label carries a path or a session id.
     assert!(
         !text.contains("S1.tc1") && !text.contains("/shop"),
