@@ -12,10 +12,16 @@
 //! With `http1: engine` (the default), HTTP/1 requests go through tether's own engine
 //! ([`crate::engine`]) instead, until one it does not take is handed over; the connection
 //! then stays with Pingora's proxy.
+//!
+//! The connections come from Pingora's listening service, or, on a plain listener of the
+//! engine, from tether's own accept loop ([`accept_loop`]), which makes no Pingora stream
+//! for them ([`tcp`]).
 
 mod accept;
+pub mod accept_loop;
 mod engine_conn;
 pub mod proxy_protocol;
+pub mod tcp;
 
 use crate::head_limit::{HeadBudget, HeadLimited, HEAD};
 use engine_conn::EngineConn;
@@ -140,10 +146,7 @@ impl Listener {
         let Some(limiter) = &snapshot.client_limits[self.index] else {
             return Some(None);
         };
-        let peer = stream
-            .get_socket_digest()
-            .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).map(|a| a.ip()));
-        let Some(peer) = peer else {
+        let Some(peer) = tcp::peer_ip(stream) else {
             return Some(None);
         };
         match limiter.open_connection(peer, &snapshot.trusted_proxies[self.index]) {
@@ -237,13 +240,31 @@ impl ServerApp for Listener {
         stream: Stream,
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
-        let listener = self.clone();
-        let shutdown = shutdown.clone();
+        tokio::spawn(self.clone().task(stream, shutdown.clone()));
+        None
+    }
+
+    async fn cleanup(&self) {
+        if let Some(engine) = &self.engine {
+            engine.stop();
+        }
+        self.proxy.http_cleanup().await;
+    }
+}
+
+impl Listener {
+    /// The task of a new connection: its setup, then its requests until it ends.
+    pub fn task(
+        self: Arc<Self>,
+        stream: Stream,
+        shutdown: ShutdownWatch,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let listener = self;
         // Each local of this task is a part of every idle connection: `next` is captured
         // (not copied in), and a value matched on (which lives to the match's end) is not
         // matched on across the engine's wait.
         let mut next = Some(stream);
-        tokio::spawn(async move {
+        async move {
             // A stream given back for reuse is served again, as Pingora's task would.
             loop {
                 let Some(stream) = next.take() else { return };
@@ -258,19 +279,9 @@ impl ServerApp for Listener {
                 };
                 next = listener.engine_conn(&mut conn, &shutdown).await;
             }
-        });
-        None
-    }
-
-    async fn cleanup(&self) {
-        if let Some(engine) = &self.engine {
-            engine.stop();
         }
-        self.proxy.http_cleanup().await;
     }
-}
 
-impl Listener {
     /// One connection, from its accept to its end (or a stream to serve again), or, for
     /// tether's engine, to its first request.
     async fn connection(&self, stream: Stream, shutdown: &ShutdownWatch) -> Setup<'_> {
@@ -289,12 +300,16 @@ impl Listener {
             return Setup::Done(None);
         }
         let tls = self.snapshot.load().tls[self.index].clone();
-        let fd = stream
-            .as_any()
-            .downcast_ref::<pingora_core::protocols::l4::stream::Stream>()
-            .map(std::os::fd::AsRawFd::as_raw_fd);
+        let proxy_protocol = self.snapshot.load().proxy_protocol[self.index].is_some();
+        // TLS, the PROXY header and h2c's look at the first bytes take Pingora's stream.
+        let stream = if tls.is_some() || proxy_protocol || self.h2c {
+            tcp::into_l4(stream)
+        } else {
+            stream
+        };
+        let fd = pingora_core::protocols::UniqueID::id(&*stream);
         let first = limits.request_head_timeout;
-        let stream = if self.snapshot.load().proxy_protocol[self.index].is_some() {
+        let stream = if proxy_protocol {
             // The snapshot itself (an `Arc`), not a guard, is held across the read.
             let snapshot = self.snapshot.load_full();
             let from = snapshot.proxy_protocol[self.index]
@@ -334,15 +349,14 @@ impl Listener {
             Some(accept::Speaks::Http1(stream)) => stream,
         };
         let budget = Arc::new(HeadBudget::default());
-        if let Some(fd) = fd {
-            budget.set_fd(fd);
-        }
-        let limited = HeadLimited::new(stream, budget.clone());
+        budget.set_fd(fd);
         // The first head: from the connection's start.
         let first = (limits.request_head_timeout, limits.max_request_head);
         if self.engine.is_some() {
+            let addresses = tcp::addresses(&stream);
+            let limited = HeadLimited::new(stream, budget.clone());
             return Setup::Engine(EngineConn {
-                conn: Some(crate::engine::Conn::new(Box::new(limited))),
+                conn: Some(crate::engine::Conn::new(Box::new(limited), addresses)),
                 until: Self::start_head(&budget, first),
                 budget,
                 _open,
@@ -354,7 +368,7 @@ impl Listener {
         // pingora-proxy) is boxed, each box made in a statement of its own (a temporary
         // of `Box::pin(f).await` keeps its place in the future until the statement ends).
         let keepalive = (!*shutdown.borrow()).then_some(limits.keepalive_timeout);
-        let limited = Box::new(limited);
+        let limited = Box::new(HeadLimited::new(stream, budget.clone()));
         let proxy = Box::pin(HEAD.scope(
             budget.clone(),
             self.proxy_conn(limited, keepalive, shutdown, &budget, first),

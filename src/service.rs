@@ -5,6 +5,7 @@ use crate::admin::AdminApp;
 use crate::config::{Config, Http1Path, ServerSettings};
 use crate::control::Control;
 use crate::health::HealthChecker;
+use crate::listener::accept_loop::AcceptLoop;
 use crate::listener::Listener;
 use crate::live_metrics::LiveCollector;
 use crate::metrics;
@@ -20,6 +21,7 @@ use pingora_core::server::configuration::{Opt, ServerConf};
 use pingora_core::server::Server;
 use pingora_core::services::background::background_service;
 use pingora_core::services::listening::Service;
+use pingora_core::services::ServiceWithDependents;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,14 +47,6 @@ pub struct RunOptions {
 const LISTENER_BUFFERS: L4BufferSettings = L4BufferSettings {
     read: Some(0),
     write: None,
-};
-
-/// Socket buffering of a plain listener on tether's engine: none. The engine writes each
-/// answer from its own buffer in one call, so a write buffer would only copy it, and hold
-/// 1.4 KiB of every idle connection.
-const ENGINE_BUFFERS: L4BufferSettings = L4BufferSettings {
-    read: Some(0),
-    write: Some(0),
 };
 
 /// Pingora's `ServerConf` from tether's `server:` section.
@@ -200,15 +194,24 @@ pub fn build_server(
             listener.h2c && listener.tls.is_none(),
             engine,
         );
-        let mut service = Service::new(name, app);
-        // TLS reads whole records through Pingora's read buffer; plain HTTP/1 does not
-        // need it (its parser buffers).
+        // TLS reads whole records through Pingora's read buffer; pingora-proxy's plain
+        // HTTP/1 does not need one (its parser buffers). The engine's plain listeners accept
+        // on their own, unbuffered (`listener/accept_loop.rs`).
         let buffers = match (&listener.tls, listener.http1) {
-            (Some(_), _) => L4BufferSettings::default(),
-            (None, Http1Path::Engine) => ENGINE_BUFFERS,
-            (None, Http1Path::Proxy) => LISTENER_BUFFERS,
+            (None, Http1Path::Engine) => None,
+            (Some(_), _) => Some(L4BufferSettings::default()),
+            (None, Http1Path::Proxy) => Some(LISTENER_BUFFERS),
         };
-        service.add_listener(ListenerConfig::tcp(listener.address.to_string()).l4_buffer(buffers));
+        let service: Box<dyn ServiceWithDependents> = match buffers {
+            None => Box::new(AcceptLoop::new(name, listener.address, app)),
+            Some(buffers) => {
+                let mut service = Service::new(name, app);
+                service.add_listener(
+                    ListenerConfig::tcp(listener.address.to_string()).l4_buffer(buffers),
+                );
+                Box::new(service)
+            }
+        };
         let default = match listener.cluster {
             Some(c) => format!("cluster {}", config.clusters[c].name),
             None => "no default cluster".to_string(),
@@ -226,7 +229,7 @@ pub fn build_server(
             "listener {} listening on {} ({what})",
             listener.name, listener.address
         ));
-        server.add_service(service);
+        server.add_boxed_service(service);
     }
     let admin = config.admin.clone();
     if let Some(a) = admin

@@ -9,6 +9,7 @@ use pingora_core::protocols::Stream;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::Arc;
 use tether::engine::{Conn, Engine, Next};
+use tether::listener::tcp::TcpClient;
 
 #[path = "common/counting.rs"]
 mod counting;
@@ -163,17 +164,22 @@ fn serve_and_count(tls: bool) {
     let (served, counted) = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let client = client(listener.local_addr().unwrap(), tls);
-        let (tcp, _) = listener.accept().await.unwrap();
-        let l4 = pingora_core::protocols::l4::stream::Stream::from(tcp);
+        let (tcp, peer) = listener.accept().await.unwrap();
+        // As tether's listener hands them on: a plain connection as its own accept loop
+        // makes it, a TLS one over Pingora's stream.
         let stream: Stream = match &acceptor {
-            Some(a) => Box::new(
-                pingora_core::protocols::tls::server::handshake(&a.acceptor, l4)
-                    .await
-                    .expect("the server's half of the handshake"),
-            ),
-            None => Box::new(l4),
+            Some(a) => {
+                let l4 = pingora_core::protocols::l4::stream::Stream::from(tcp);
+                Box::new(
+                    pingora_core::protocols::tls::server::handshake(&a.acceptor, l4)
+                        .await
+                        .expect("the server's half of the handshake"),
+                )
+            }
+            None => Box::new(TcpClient::new(tcp, peer)),
         };
-        let mut conn = Conn::new(stream);
+        let addresses = tether::listener::tcp::addresses(&stream);
+        let mut conn = Conn::new(stream, addresses);
         let mut counted = Vec::new();
         let mut warm_up = 0;
         for i in 0..REQUESTS {

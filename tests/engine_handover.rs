@@ -9,7 +9,6 @@ use common::{engine_requests as count, scrape, Opts, Tether};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 fn start_engine(server: SocketAddr) -> Tether {
     Tether::start_with(Opts {
@@ -60,7 +59,11 @@ async fn expect_continue_on_the_engine_and_websocket_upgrades_through_the_handov
     let mut tunnelled = false;
     while attempts < 3 && !tunnelled {
         attempts += 1;
-        let mut s = TcpStream::connect(t.addr).await.unwrap();
+        // From a loopback address of its own: the handed-over request still knows its
+        // client (Pingora's digest of the socket, made when pingora-proxy asks for it).
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.7:0".parse().unwrap()).unwrap();
+        let mut s = socket.connect(t.addr).await.unwrap();
         s.write_all(b"GET /ws HTTP/1.1\r\nHost: shop\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
             .await
             .unwrap();
@@ -97,6 +100,14 @@ async fn expect_continue_on_the_engine_and_websocket_upgrades_through_the_handov
         .find(|r| r.head.starts_with("POST /upload"))
         .unwrap();
     assert_eq!(upload.body.len(), 1_100_000);
+    let ws = seen.iter().find(|r| r.head.starts_with("GET /ws")).unwrap();
+    assert!(
+        ws.head
+            .to_ascii_lowercase()
+            .contains("\r\nx-forwarded-for: 127.0.0.7\r\n"),
+        "the client's address reaches the server: {}",
+        ws.head
+    );
     assert!(
         !upload.head.to_ascii_lowercase().contains("expect:"),
         "the server is not asked again: {}",

@@ -44,11 +44,7 @@ async fn a_tls_connection_idle_past_the_grace_serves_its_next_requests() {
     let sims = tomcats(1).await;
     let t = Tether::start_with(Opts {
         cluster: format!("    servers:\n{}", server_line(&sims[0], "")),
-        listener_extra: format!(
-            "    tls:\n      cert: {}\n      key: {}\n",
-            pki.path("a.crt"),
-            pki.path("a.key")
-        ),
+        listener_extra: pki.listener_tls(),
         metrics: true,
         ..Opts::default()
     });

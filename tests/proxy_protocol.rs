@@ -186,9 +186,8 @@ async fn the_header_comes_before_tls() {
     let t = Tether::start_with(Opts {
         cluster: format!("    servers:\n{}", server_line(&sims[0], "")),
         listener_extra: format!(
-            "    proxy_protocol: {{ from: [\"127.0.0.1\"] }}\n    tls:\n      cert: {}\n      key: {}\n",
-            pki.path("a.crt"),
-            pki.path("a.key")
+            "    proxy_protocol: {{ from: [\"127.0.0.1\"] }}\n{}",
+            pki.listener_tls()
         ),
         ..Opts::default()
     });

@@ -1,7 +1,9 @@
 //! Reloads and binary upgrades under load: many keep-alive clients with sticky sessions
 //! run while tether reloads (SIGHUP, admin API, file watch) and is upgraded twice with
 //! `tether upgrade`; no request may fail and no session may move unless its server was
-//! removed.
+//! removed. The upgrades also switch the listener between tether's HTTP/1 engine, whose
+//! plain listeners accept on their own, and Pingora's proxy, whose listeners are Pingora's:
+//! the listening socket goes from one to the other and back, and no connection is refused.
 
 mod common;
 
@@ -21,6 +23,9 @@ struct Setup {
     addr: SocketAddr,
     admin: SocketAddr,
     sims: Vec<TomcatSim>,
+    /// The listener's `http1:` (its accept loop: tether's for `engine`, Pingora's for
+    /// `proxy`).
+    http1: std::cell::Cell<&'static str>,
 }
 
 impl Setup {
@@ -36,9 +41,11 @@ impl Setup {
              pid_file: {d}/tether.pid\n  upgrade_sock: {d}/upgrade.sock\n  error_log: {d}/daemon.log\n\
              state_dir: {d}/state\nwatch_config: 200ms\n\
              admin: {{ address: \"{}\" }}\n\
-             listeners:\n  - {{ name: web, address: \"{}\", cluster: shop }}\n\
+             listeners:\n  - {{ name: web, address: \"{}\", cluster: shop, http1: {} }}\n\
              clusters:\n  - name: shop\n    recover_after: 1s\n    servers:\n",
-            self.admin, self.addr
+            self.admin,
+            self.addr,
+            self.http1.get()
         );
         for (i, s) in self.sims.iter().enumerate() {
             if i == 3 && !with_tc4 {
@@ -186,6 +193,7 @@ async fn no_request_fails_across_reloads_and_binary_upgrades() {
         addr: SocketAddr::from(([127, 0, 0, 1], free_port())),
         admin: SocketAddr::from(([127, 0, 0, 1], free_port())),
         sims,
+        http1: std::cell::Cell::new("engine"),
     };
     setup.write([1, 1, 1, 1], true);
     let guard = KillOnDrop(setup.dir.join("tether.pid"));
@@ -269,6 +277,9 @@ async fn no_request_fails_across_reloads_and_binary_upgrades() {
         );
         if round == 4 || round == 9 {
             replaced.push(setup.pid());
+            // engine -> proxy, then back.
+            setup.http1.set(if round == 4 { "proxy" } else { "engine" });
+            setup.write(w, with_tc4);
             upgrade(&setup.conf());
             tokio::time::sleep(Duration::from_millis(300)).await;
             let s = status(setup.admin).await;

@@ -38,14 +38,8 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(stream: Stream) -> Box<Conn> {
-        let socket = stream.get_socket_digest();
-        let peer = socket
-            .as_ref()
-            .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).map(|a| a.ip()));
-        let local = socket
-            .as_ref()
-            .and_then(|d| d.local_addr().and_then(|a| a.as_inet()).copied());
+    /// A new connection's record: `addresses`, the client's and the local one.
+    pub fn new(stream: Stream, (peer, local): (Option<IpAddr>, Option<SocketAddr>)) -> Box<Conn> {
         Box::new(Conn {
             stream,
             buf: vec![0; FIRST_READ],

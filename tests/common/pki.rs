@@ -86,4 +86,13 @@ impl Pki {
     pub fn path(&self, name: &str) -> String {
         self.dir.join(name).display().to_string()
     }
+
+    /// A listener's `tls:` section with the `a.test` certificate (lines of `listener_extra`).
+    pub fn listener_tls(&self) -> String {
+        format!(
+            "    tls:\n      cert: {}\n      key: {}\n",
+            self.path("a.crt"),
+            self.path("a.key")
+        )
+    }
 }

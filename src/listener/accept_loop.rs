@@ -1,0 +1,122 @@
+//! tether's own accept loop, for the plain-TCP listeners of its HTTP/1 engine: the
+//! listening socket is bound (or, in a graceful upgrade, taken from the old process)
+//! through Pingora's table of listening sockets, under the key Pingora's own listeners use,
+//! so an upgrade hands it over either way; each accepted socket goes to the [`Listener`]
+//! as a [`TcpClient`], in a task on one of the server's threads picked at random (as
+//! Pingora's accept does), without Pingora's per-connection stream and digest.
+
+use super::tcp::TcpClient;
+use super::Listener;
+use async_trait::async_trait;
+use log::{error, info};
+use pingora_core::server::{ListenFds, ShutdownWatch};
+use pingora_core::services::Service;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpSocket};
+
+/// The kernel's accept queue, as Pingora's listeners ask for it.
+const BACKLOG: u32 = 65535;
+
+/// How long accepting pauses when the process is out of file descriptors (EMFILE), so
+/// that the loop does not spin while connections close.
+const OUT_OF_FDS_PAUSE: Duration = Duration::from_secs(1);
+
+pub struct AcceptLoop {
+    name: String,
+    address: SocketAddr,
+    listener: Option<Arc<Listener>>,
+}
+
+impl AcceptLoop {
+    pub fn new(name: String, address: SocketAddr, listener: Listener) -> AcceptLoop {
+        AcceptLoop {
+            name,
+            address,
+            listener: Some(Arc::new(listener)),
+        }
+    }
+}
+
+/// The listening socket: the one the old process handed over under `key`, or a new one
+/// (then put in the table for the next upgrade).
+fn listen(address: SocketAddr, key: &str, fds: Option<&ListenFds>) -> std::io::Result<TcpListener> {
+    let handed = fds.and_then(|table| table.lock().get(key).copied());
+    let socket = match handed {
+        // SAFETY: the table's descriptors are listening sockets this process owns, each
+        // taken by the one service that listens on its address.
+        Some(fd) => TcpSocket::from_std_stream(unsafe { std::net::TcpStream::from_raw_fd(fd) }),
+        None => {
+            let socket = match address {
+                SocketAddr::V4(_) => TcpSocket::new_v4()?,
+                SocketAddr::V6(_) => TcpSocket::new_v6()?,
+            };
+            socket.set_reuseaddr(true)?;
+            socket.bind(address)?;
+            socket
+        }
+    };
+    // On a socket already listening (handed over), this only sets the backlog.
+    let listener = socket.listen(BACKLOG)?;
+    if handed.is_none() {
+        if let Some(table) = fds {
+            table.lock().add(key.to_string(), listener.as_raw_fd());
+        }
+    }
+    Ok(listener)
+}
+
+#[async_trait]
+impl Service for AcceptLoop {
+    async fn start_service(
+        &mut self,
+        fds: Option<ListenFds>,
+        mut shutdown: ShutdownWatch,
+        _listeners_per_fd: usize,
+    ) {
+        let app = self.listener.take().expect("a service starts once");
+        let key = self.address.to_string();
+        // The address was checked free before the server started (`bind_check`); failing
+        // here is as Pingora's listeners fail.
+        let socket = listen(self.address, &key, fds.as_ref())
+            .unwrap_or_else(|e| panic!("cannot listen on {key}: {e}"));
+        loop {
+            let accepted = tokio::select! {
+                accepted = socket.accept() => accepted,
+                changed = shutdown.changed() => {
+                    if changed.is_err() || *shutdown.borrow() {
+                        info!("Shutting down {key}");
+                        break;
+                    }
+                    continue;
+                }
+            };
+            match accepted {
+                Ok((io, peer)) => {
+                    let _ = io.set_nodelay(true);
+                    let stream = Box::new(TcpClient::new(io, peer));
+                    let task = app.clone().task(stream, shutdown.clone());
+                    pingora_runtime::current_handle().spawn(task);
+                }
+                Err(e) => {
+                    error!("{}: accept() failed: {e}", self.name);
+                    if e.raw_os_error() == Some(libc::EMFILE) {
+                        tokio::time::sleep(OUT_OF_FDS_PAUSE).await;
+                    }
+                }
+            }
+        }
+        drop(socket);
+        pingora_core::apps::ServerApp::cleanup(&*app).await;
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn listen_addresses(&self) -> Option<Vec<String>> {
+        Some(vec![self.address.to_string()])
+    }
+}
