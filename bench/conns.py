@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Opens N keep-alive connections to HOST:PORT, sends one GET on each (with a session
-cookie on 90 % of them), reads each response, then keeps every connection open until
-SIGTERM or SIGINT. Prints "open N ok M failed K" once all are established."""
+"""Opens N keep-alive connections to HOST:PORT, sends one GET on each (with one of 1,000
+session cookies on 90 % of them, as the load test's sessions), reads each response, then
+keeps every connection open until SIGTERM or SIGINT. Prints "open N ok M failed K" once
+all are established."""
 import asyncio
 import signal
 import sys
 
 HOST, PORT, N = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 ROUTES = sys.argv[4].split(",") if len(sys.argv) > 4 else ["n1", "n2", "n3"]
+SESSIONS = 1000
 BATCH = 250
 
 
@@ -19,7 +21,8 @@ async def one(i, conns):
     conns.append(w)
     cookie = ""
     if i % 10:
-        cookie = "Cookie: JSESSIONID=%032X.%s\r\n" % (i, ROUTES[i % len(ROUTES)])
+        n = i % SESSIONS
+        cookie = "Cookie: JSESSIONID=%032X.%s\r\n" % (n, ROUTES[n % len(ROUTES)])
     w.write(("GET /small HTTP/1.1\r\nHost: bench\r\n%s\r\n" % cookie).encode())
     try:
         head = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 30)
