@@ -24,10 +24,10 @@ pub mod proxy_protocol;
 pub mod tcp;
 
 use crate::head_limit::{HeadBudget, HeadLimited, HEAD};
-use engine_conn::EngineConn;
+use engine_conn::{EngineConn, Run};
 
 use crate::client_limits;
-use crate::engine::Engine;
+use crate::engine::{Engine, Woke};
 use crate::metrics;
 use crate::proxy::TetherProxy;
 use crate::snapshot::SharedSnapshot;
@@ -41,7 +41,7 @@ use pingora_proxy::HttpProxy;
 use std::future::Future;
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 pub struct Listener {
@@ -56,6 +56,10 @@ pub struct Listener {
     h2c: bool,
     /// tether's HTTP/1 engine, when the listener has `http1: engine` (fixed at start).
     engine: Option<Engine>,
+    /// The server's stop, as Pingora hands it to the service that runs the listener: set
+    /// before its first connection ([`Listener::watch_stop`]). Held here, not by each
+    /// connection's task, which it would make 16 bytes larger.
+    stop: OnceLock<ShutdownWatch>,
 }
 
 impl Listener {
@@ -84,7 +88,22 @@ impl Listener {
             full_log: crate::logging::Every::new(10_000),
             h2c,
             engine,
+            stop: OnceLock::new(),
         }
+    }
+
+    /// Takes the server's stop signal (the first call's; every service hands over the
+    /// same one). Called before the listener's first connection.
+    pub fn watch_stop(&self, shutdown: &ShutdownWatch) {
+        if self.stop.get().is_none() {
+            let _ = self.stop.set(shutdown.clone());
+        }
+    }
+
+    fn shutdown(&self) -> &ShutdownWatch {
+        self.stop
+            .get()
+            .expect("the listener's service hands over the stop signal before a connection")
     }
 
     /// Serves one request with `serve`, raced against its head deadline `until`; `None` when
@@ -211,19 +230,19 @@ impl Listener {
 }
 
 /// What a new connection's setup ends in.
-enum Setup<'a> {
+enum Setup {
     /// Served to its end (Pingora's proxy, HTTP/2) or refused; a stream to serve again.
     Done(Option<Stream>),
     /// An HTTP/1 connection for tether's engine, its first request not read yet.
-    Engine(EngineConn<'a>),
+    Engine(EngineConn),
 }
 
 /// Decrements the open-connection count when a connection ends, however it ends.
-struct Open<'a>(&'a AtomicUsize);
+struct Open(Arc<Listener>);
 
-impl Drop for Open<'_> {
+impl Drop for Open {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Relaxed);
+        self.0.open.fetch_sub(1, Relaxed);
     }
 }
 
@@ -240,7 +259,8 @@ impl ServerApp for Listener {
         stream: Stream,
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
-        tokio::spawn(self.clone().task(stream, shutdown.clone()));
+        self.watch_stop(shutdown);
+        tokio::spawn(self.clone().task(stream));
         None
     }
 
@@ -253,41 +273,59 @@ impl ServerApp for Listener {
 }
 
 impl Listener {
-    /// The task of a new connection: its setup, then its requests until it ends.
-    pub fn task(
-        self: Arc<Self>,
-        stream: Stream,
-        shutdown: ShutdownWatch,
-    ) -> impl Future<Output = ()> + Send + 'static {
-        let listener = self;
-        // Each local of this task is a part of every idle connection: `next` is captured
-        // (not copied in), and a value matched on (which lives to the match's end) is not
-        // matched on across the engine's wait.
-        let mut next = Some(stream);
+    /// The task of a new connection: its setup, then its requests until it ends. Each
+    /// value this future keeps across the engine's wait for a next request is a part of
+    /// every idle connection (`-Zprint-type-sizes` shows them; 272 bytes at most keep the
+    /// task in jemalloc's 384-byte class): the setup is boxed here, so the task keeps its
+    /// pointer, not the stream; no value is matched on across the wait (it would live to
+    /// the match's end); the engine and the stop signal are the listener's.
+    pub fn task(self: Arc<Self>, stream: Stream) -> impl Future<Output = ()> + Send + 'static {
+        // The box is freed when its await ends, before the engine's requests.
+        let setup = Box::pin(Self::connection(self.clone(), stream));
         async move {
-            // A stream given back for reuse is served again, as Pingora's task would.
+            let mut c = match setup.await {
+                Setup::Done(again) => return self.serve_again(again),
+                Setup::Engine(c) => c,
+            };
             loop {
-                let Some(stream) = next.take() else { return };
-                // The box is freed when its await ends, before the engine's requests.
-                let setup = Box::pin(listener.connection(stream, &shutdown));
-                let mut conn = match setup.await {
-                    Setup::Done(again) => {
-                        next = again;
-                        continue;
-                    }
-                    Setup::Engine(conn) => conn,
+                if let Run::Ended(again) = self.engine_run(&mut c).await {
+                    return self.serve_again(again);
+                }
+                // The same request's head deadline goes on.
+                let woke = match (&self.engine, &mut c.conn) {
+                    (Some(engine), Some(conn)) => engine.idle(conn, c.until).await,
+                    _ => return,
                 };
-                next = listener.engine_conn(&mut conn, &shutdown).await;
+                if c.budget.take_exceeded() {
+                    metrics::client_closed(&self.name, "request_head_too_large");
+                }
+                match woke {
+                    Woke::Request => {}
+                    Woke::TimedOut => {
+                        metrics::client_closed(&self.name, "request_head_timeout");
+                        return;
+                    }
+                    Woke::Closed | Woke::Stopping => return,
+                }
             }
+        }
+    }
+
+    /// A stream given back for reuse is served again, as Pingora's task would (in a task
+    /// of its own).
+    fn serve_again(self: Arc<Self>, again: Option<Stream>) {
+        if let Some(stream) = again {
+            tokio::spawn(self.task(stream));
         }
     }
 
     /// One connection, from its accept to its end (or a stream to serve again), or, for
     /// tether's engine, to its first request.
-    async fn connection(&self, stream: Stream, shutdown: &ShutdownWatch) -> Setup<'_> {
+    async fn connection(self: Arc<Self>, stream: Stream) -> Setup {
+        let shutdown = self.shutdown();
         let limits = self.snapshot.load().limits[self.index];
         let open = self.open.fetch_add(1, Relaxed) + 1;
-        let _open = Open(&self.open);
+        let _open = Open(self.clone());
         if open > limits.max_connections {
             metrics::client_closed(&self.name, "max_connections");
             if let Some(n) = self.full_log.due(crate::routing::now_ms()) {
@@ -360,7 +398,7 @@ impl Listener {
                 until: Self::start_head(&budget, first),
                 budget,
                 _open,
-                _client: client,
+                _client: client.map(Box::new),
             });
         }
         // The head budget is the connection's: one task-local scope for all its requests.

@@ -82,6 +82,7 @@ impl Service for AcceptLoop {
         // here is as Pingora's listeners fail.
         let socket = listen(self.address, &key, fds.as_ref())
             .unwrap_or_else(|e| panic!("cannot listen on {key}: {e}"));
+        app.watch_stop(&shutdown);
         loop {
             let accepted = tokio::select! {
                 accepted = socket.accept() => accepted,
@@ -97,7 +98,7 @@ impl Service for AcceptLoop {
                 Ok((io, peer)) => {
                     let _ = io.set_nodelay(true);
                     let stream = Box::new(TcpClient::new(io, peer));
-                    let task = app.clone().task(stream, shutdown.clone());
+                    let task = app.clone().task(stream);
                     pingora_runtime::current_handle().spawn(task);
                 }
                 Err(e) => {
