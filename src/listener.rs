@@ -275,7 +275,7 @@ impl ServerApp for Listener {
 impl Listener {
     /// The task of a new connection: its setup, then its requests until it ends. Each
     /// value this future keeps across the engine's wait for a next request is a part of
-    /// every idle connection (`-Zprint-type-sizes` shows them; 272 bytes at most keep the
+    /// every idle connection (`-Zprint-type-sizes` shows them; about 280 bytes at most keep the
     /// task in jemalloc's 384-byte class): the setup is boxed here, so the task keeps its
     /// pointer, not the stream; no value is matched on across the wait (it would live to
     /// the match's end); the engine and the stop signal are the listener's.
