@@ -21,6 +21,6 @@ mod steps;
 mod upload;
 mod wire;
 
-pub use conn::Conn;
-pub use idle::Woke;
+pub use conn::{Conn, IdleConn};
+pub use idle::{Held, Woke};
 pub use serve::{Engine, Next};

@@ -292,9 +292,9 @@ impl Listener {
                     return self.serve_again(again);
                 }
                 // The same request's head deadline goes on.
-                let woke = match (&self.engine, &mut c.conn) {
-                    (Some(engine), Some(conn)) => engine.idle(conn, c.until).await,
-                    _ => return,
+                let woke = match &self.engine {
+                    Some(engine) => engine.idle(&mut c.held, c.until).await,
+                    None => return,
                 };
                 if c.budget.take_exceeded() {
                     metrics::client_closed(&self.name, "request_head_too_large");
@@ -394,7 +394,10 @@ impl Listener {
             let addresses = tcp::addresses(&stream);
             let limited = HeadLimited::new(stream, budget.clone());
             return Setup::Engine(EngineConn {
-                conn: Some(crate::engine::Conn::new(Box::new(limited), addresses)),
+                held: crate::engine::Held::Busy(crate::engine::Conn::new(
+                    Box::new(limited),
+                    addresses,
+                )),
                 until: Self::start_head(&budget, first),
                 budget,
                 _open,

@@ -1,7 +1,8 @@
 //! A kept-alive connection that waits past the engine's grace (a second) gives its buffers
 //! and its request's future back and waits in a small future of its own (issue 24, memory
 //! per idle connection). Over TLS its next request must still come through that wait whole:
-//! BoringSSL hands the wait's first read a record's bytes and keeps the rest.
+//! BoringSSL hands the wait's first read a record's bytes and keeps the rest; on plain TCP
+//! the record is made again around that read.
 
 mod common;
 
@@ -80,4 +81,37 @@ async fn a_tls_connection_idle_past_the_grace_serves_its_next_requests() {
         "{scrape}"
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The same on plain TCP, where the connection's whole record is given back while it waits
+/// and made again around the wait's first read (a request longer than that read too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_connection_idle_past_the_grace_serves_its_next_requests() {
+    let sims = tomcats(1).await;
+    let t = Tether::start_with(Opts {
+        cluster: format!("    servers:\n{}", server_line(&sims[0], "")),
+        ..Opts::default()
+    });
+    let addr = t.addr;
+    let statuses = tokio::task::spawn_blocking(move || {
+        let mut tcp = TcpStream::connect(addr).unwrap();
+        let long = format!(
+            "GET /2 HTTP/1.1\r\nHost: a.test\r\nX-Long: {}\r\n\r\n",
+            "v".repeat(9000)
+        );
+        let mut statuses = Vec::new();
+        for (request, pause) in [
+            ("GET /1 HTTP/1.1\r\nHost: a.test\r\n\r\n".to_string(), 1500),
+            (long, 1500),
+            ("GET /3 HTTP/1.1\r\nHost: a.test\r\n\r\n".to_string(), 0),
+        ] {
+            tcp.write_all(request.as_bytes()).unwrap();
+            statuses.push(answer(&mut tcp));
+            std::thread::sleep(Duration::from_millis(pause));
+        }
+        statuses
+    })
+    .await
+    .unwrap();
+    assert_eq!(statuses, ["HTTP/1.1 200 OK"; 3]);
 }

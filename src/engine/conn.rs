@@ -21,6 +21,33 @@ const FIRST_READ: usize = 4096;
 /// buffers taken again.
 pub const IDLE_READ: usize = FIRST_READ;
 
+/// A connection that gave its buffers back ([`Conn::shed`]) and waits for its next request
+/// (80 bytes, against the whole record's 256).
+pub struct IdleConn {
+    pub stream: Stream,
+    peer: Option<IpAddr>,
+    local: Option<SocketAddr>,
+}
+
+impl IdleConn {
+    /// The whole record again, its buffers taken, with `first`, the next request's first
+    /// bytes.
+    pub fn wake(self: Box<IdleConn>, first: &[u8]) -> Box<Conn> {
+        let IdleConn {
+            stream,
+            peer,
+            local,
+        } = *self;
+        let mut c = Conn::new(stream, (peer, local));
+        if c.buf.len() < first.len() {
+            c.buf.resize(first.len(), 0);
+        }
+        c.buf[..first.len()].copy_from_slice(first);
+        c.end = first.len();
+        c
+    }
+}
+
 pub struct Conn {
     pub stream: Stream,
     /// Bytes read from the client: the current request from the start, and what came
@@ -59,30 +86,22 @@ impl Conn {
         self.stream.get_ssl_digest()
     }
 
-    /// Gives the buffers back (a connection waiting for its next request): what is left
-    /// is the stream and a few hundred bytes, as nginx frees a waiting connection's buffers.
-    pub fn shed(&mut self) {
+    /// Gives the buffers and this record back (a connection waiting for its next
+    /// request): what is left is the stream and the addresses, as nginx frees a waiting
+    /// connection's buffers.
+    pub fn shed(self: Box<Conn>) -> Box<IdleConn> {
         debug_assert_eq!(self.end, 0);
-        self.buf = Vec::new();
-        self.out = Vec::new();
-        self.up_buf = Vec::new();
-        self.head.fields = Vec::new();
-        self.up_head.fields = Vec::new();
-    }
-
-    pub fn is_shed(&self) -> bool {
-        self.buf.is_empty()
-    }
-
-    /// Takes the buffers again, with `first`, the next request's first bytes.
-    pub fn restore(&mut self, first: &[u8]) {
-        self.buf = vec![0; FIRST_READ.max(first.len())];
-        self.buf[..first.len()].copy_from_slice(first);
-        self.end = first.len();
-        self.out = Vec::with_capacity(FIRST_READ);
-        self.up_buf = vec![0; FIRST_READ];
-        self.head = RequestHead::new();
-        self.up_head = ResponseHead::new();
+        let Conn {
+            stream,
+            peer,
+            local,
+            ..
+        } = *self;
+        Box::new(IdleConn {
+            stream,
+            peer,
+            local,
+        })
     }
 
     /// Reads more of the client's bytes after `end`, growing the buffer up to `limit`:

@@ -5,9 +5,9 @@
 //! handed to pingora-proxy with the bytes already read, and the connection stays there.
 
 use super::answer;
-use super::conn::{to_client, Conn};
+use super::conn::{to_client, Conn, IdleConn};
 use super::exchange::Request;
-use super::idle::IdleWait;
+use super::idle::{Held, IdleWait};
 use super::upload::{Stop, Upload};
 use crate::access_log::AccessLog;
 use crate::http1::framing;
@@ -49,7 +49,7 @@ pub enum Next {
     Close,
     /// The connection waited [`IDLE_GRACE`] for its next request and gave its buffers back:
     /// its next bytes are awaited with [`Engine::idle`], outside this request's future.
-    Idle(Box<Conn>),
+    Idle(Box<IdleConn>),
     /// Not one for the engine: a session that reads the same request again from the
     /// bytes already read, for pingora-proxy.
     Handover(Box<ServerSession>),
@@ -107,8 +107,6 @@ impl Engine {
             // (`Next::Idle`): the listener waits for it without this request's future.
             let read = if c.end > 0 {
                 c.read_more(usize::MAX).await
-            } else if c.is_shed() {
-                return Next::Idle(c);
             } else {
                 let read = tokio::select! {
                     biased;
@@ -117,10 +115,7 @@ impl Engine {
                 };
                 match read {
                     Ok(r) => r,
-                    Err(_) => {
-                        c.shed();
-                        return Next::Idle(c);
-                    }
+                    Err(_) => return Next::Idle(c.shed()),
                 }
             };
             match read {
@@ -219,11 +214,11 @@ impl Engine {
 
     /// The wait, without buffers, for the first bytes of the next request of a connection
     /// that gave them back ([`Next::Idle`]), until `until`.
-    pub fn idle<'a>(&'a self, c: &'a mut Conn, until: std::time::Instant) -> IdleWait<'a> {
+    pub fn idle<'a>(&'a self, held: &'a mut Held, until: std::time::Instant) -> IdleWait<'a> {
         // Made before the flag is read: a stop after this wakes it, polled or not.
         let stop = self.shutdown.notified();
         IdleWait {
-            conn: c,
+            held,
             stopping: self.stopping.load(Ordering::Acquire),
             stop,
             deadline: tokio::time::sleep_until(until.into()),

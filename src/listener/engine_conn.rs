@@ -5,7 +5,7 @@
 
 use super::{Listener, Open, HEAD};
 use crate::client_limits;
-use crate::engine::{Conn, Engine, Next};
+use crate::engine::{Conn, Engine, Held, Next};
 use crate::head_limit::HeadBudget;
 use pingora_core::protocols::Stream;
 use std::pin::pin;
@@ -14,8 +14,9 @@ use std::time::Instant;
 
 /// An engine connection and what it holds until it ends.
 pub(super) struct EngineConn {
-    /// The connection's stream and buffers: out while a busy run has them.
-    pub(super) conn: Option<Box<Conn>>,
+    /// The connection: its whole record, or, while it waits for a next request, what is
+    /// left of it; gone while a busy run has it.
+    pub(super) held: Held,
     /// The head budget its reads are bounded by.
     pub(super) budget: Arc<HeadBudget>,
     /// When the head being read must be complete.
@@ -40,7 +41,10 @@ impl Listener {
     /// for its next request past the engine's grace, or ends. A request the engine does
     /// not take is handed over: the connection then goes on with Pingora's proxy.
     pub(super) async fn engine_run(&self, c: &mut EngineConn) -> Run {
-        let (Some(engine), Some(conn)) = (self.engine.as_ref(), c.conn.take()) else {
+        let (Some(engine), Held::Busy(conn)) = (
+            self.engine.as_ref(),
+            std::mem::replace(&mut c.held, Held::Gone),
+        ) else {
             return Run::Ended(None);
         };
         let busy = Box::pin(HEAD.scope(
@@ -48,8 +52,8 @@ impl Listener {
             self.engine_busy(engine, conn, &c.budget, &mut c.until),
         ));
         match busy.await {
-            Some(Next::Idle(conn)) => {
-                c.conn = Some(conn);
+            Some(Next::Idle(idle)) => {
+                c.held = Held::Idle(idle);
                 Run::Idle
             }
             // The handed-over head was read already; Pingora's proxy lifts its deadline.
