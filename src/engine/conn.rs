@@ -32,12 +32,12 @@ pub struct IdleConn {
 impl IdleConn {
     /// The whole record again, its buffers taken, with `first`, the next request's first
     /// bytes.
-    pub fn wake(self: Box<IdleConn>, first: &[u8]) -> Box<Conn> {
+    pub fn wake(self, first: &[u8]) -> Box<Conn> {
         let IdleConn {
             stream,
             peer,
             local,
-        } = *self;
+        } = self;
         let mut c = Conn::new(stream, (peer, local));
         if c.buf.len() < first.len() {
             c.buf.resize(first.len(), 0);

@@ -67,7 +67,7 @@ impl Future for IdleWait<'_> {
         match Pin::new(&mut *idle.stream).poll_read(cx, &mut buf) {
             Poll::Ready(Ok(())) if !buf.filled().is_empty() => {
                 if let Held::Idle(idle) = std::mem::replace(*this.held, Held::Gone) {
-                    **this.held = Held::Busy(idle.wake(buf.filled()));
+                    **this.held = Held::Busy((*idle).wake(buf.filled()));
                 }
                 return Poll::Ready(Woke::Request);
             }
