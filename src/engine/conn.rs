@@ -62,6 +62,10 @@ pub struct Conn {
     pub up_head: ResponseHead,
     pub peer: Option<IpAddr>,
     pub local: Option<SocketAddr>,
+    /// Keeps the record out of jemalloc's 256-byte class, which tokio's I/O registration
+    /// of every connection is in: records given back by idle connections then free whole
+    /// pages, not holes between registrations that stay.
+    _class: [u8; 8],
 }
 
 impl Conn {
@@ -77,6 +81,7 @@ impl Conn {
             up_head: ResponseHead::new(),
             peer,
             local,
+            _class: [0; 8],
         })
     }
 
