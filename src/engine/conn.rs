@@ -22,9 +22,9 @@ const FIRST_READ: usize = 4096;
 pub const IDLE_READ: usize = FIRST_READ;
 
 /// A connection that gave its buffers back ([`Conn::shed`]) and waits for its next request
-/// (80 bytes, against the whole record's 256).
+/// (jemalloc's 80-byte class, against the whole record's 320).
 pub struct IdleConn {
-    pub stream: Stream,
+    pub(super) stream: Stream,
     peer: Option<IpAddr>,
     local: Option<SocketAddr>,
 }
@@ -85,8 +85,8 @@ impl Conn {
         })
     }
 
-    /// The TLS connection's facts (`None` on plain TCP): the stream's own, not a copy here,
-    /// so that the record stays in jemalloc's 256-byte class.
+    /// The TLS connection's facts (`None` on plain TCP): the stream's own, not a copy here
+    /// (the record stays in jemalloc's 320-byte class).
     pub fn tls(&self) -> Option<Arc<SslDigest>> {
         self.stream.get_ssl_digest()
     }
