@@ -38,6 +38,26 @@ fn answer(conn: &mut impl Read) -> String {
     head.lines().next().unwrap().to_string()
 }
 
+/// Three requests on `conn`, waiting past the grace after the first two: their statuses.
+/// The second is longer than the wait's first read.
+fn idle_between_requests(conn: &mut (impl Read + Write)) -> Vec<String> {
+    let long = format!(
+        "GET /2 HTTP/1.1\r\nHost: a.test\r\nX-Long: {}\r\n\r\n",
+        "v".repeat(9000)
+    );
+    let mut statuses = Vec::new();
+    for (request, pause) in [
+        ("GET /1 HTTP/1.1\r\nHost: a.test\r\n\r\n".to_string(), 1500),
+        (long, 1500),
+        ("GET /3 HTTP/1.1\r\nHost: a.test\r\n\r\n".to_string(), 0),
+    ] {
+        conn.write_all(request.as_bytes()).unwrap();
+        statuses.push(answer(conn));
+        std::thread::sleep(Duration::from_millis(pause));
+    }
+    statuses
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tls_connection_idle_past_the_grace_serves_its_next_requests() {
     let dir = scratch_dir("engine-idle-tls");
@@ -55,22 +75,7 @@ async fn a_tls_connection_idle_past_the_grace_serves_its_next_requests() {
         c.set_verify(boring::ssl::SslVerifyMode::NONE);
         let tcp = TcpStream::connect(addr).unwrap();
         let mut tls = c.build().connect("a.test", tcp).unwrap();
-        let mut statuses = Vec::new();
-        // The second request is longer than one read of the wait would be if it were small.
-        let long = format!(
-            "GET /2 HTTP/1.1\r\nHost: a.test\r\nX-Long: {}\r\n\r\n",
-            "v".repeat(9000)
-        );
-        for (request, pause) in [
-            ("GET /1 HTTP/1.1\r\nHost: a.test\r\n\r\n".to_string(), 1500),
-            (long, 1500),
-            ("GET /3 HTTP/1.1\r\nHost: a.test\r\n\r\n".to_string(), 0),
-        ] {
-            tls.write_all(request.as_bytes()).unwrap();
-            statuses.push(answer(&mut tls));
-            std::thread::sleep(Duration::from_millis(pause));
-        }
-        statuses
+        idle_between_requests(&mut tls)
     });
     let statuses = client.await.unwrap();
     assert_eq!(statuses, ["HTTP/1.1 200 OK"; 3]);
@@ -94,22 +99,7 @@ async fn a_plain_connection_idle_past_the_grace_serves_its_next_requests() {
     });
     let addr = t.addr;
     let statuses = tokio::task::spawn_blocking(move || {
-        let mut tcp = TcpStream::connect(addr).unwrap();
-        let long = format!(
-            "GET /2 HTTP/1.1\r\nHost: a.test\r\nX-Long: {}\r\n\r\n",
-            "v".repeat(9000)
-        );
-        let mut statuses = Vec::new();
-        for (request, pause) in [
-            ("GET /1 HTTP/1.1\r\nHost: a.test\r\n\r\n".to_string(), 1500),
-            (long, 1500),
-            ("GET /3 HTTP/1.1\r\nHost: a.test\r\n\r\n".to_string(), 0),
-        ] {
-            tcp.write_all(request.as_bytes()).unwrap();
-            statuses.push(answer(&mut tcp));
-            std::thread::sleep(Duration::from_millis(pause));
-        }
-        statuses
+        idle_between_requests(&mut TcpStream::connect(addr).unwrap())
     })
     .await
     .unwrap();
