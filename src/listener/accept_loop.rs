@@ -4,6 +4,11 @@
 //! so an upgrade hands it over either way; each accepted socket goes to the [`Listener`]
 //! as a [`TcpClient`], in a task on one of the server's threads picked at random (as
 //! Pingora's accept does), without Pingora's per-connection stream and digest.
+//!
+//! The socket is registered with the reactor of the thread that serves it ([`accept_for`]),
+//! not with the accepting thread's: each thread of Pingora's default runtime has a reactor
+//! of its own, and a connection whose readiness another thread's reactor reports costs that
+//! thread a wake-up and a cross-thread wake of the serving one for every event.
 
 use super::tcp::TcpClient;
 use super::Listener;
@@ -15,7 +20,8 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpSocket};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::runtime::Handle;
 
 /// The kernel's accept queue, as Pingora's listeners ask for it.
 const BACKLOG: u32 = 65535;
@@ -68,6 +74,20 @@ fn listen(address: SocketAddr, key: &str, fds: Option<&ListenFds>) -> std::io::R
     Ok(listener)
 }
 
+/// The next connection on `socket`, its socket registered with the reactor of `serving`
+/// (the runtime whose thread will serve it): tokio registers a new socket with the runtime
+/// entered when it is made, which is the accepting thread's unless another is entered.
+pub async fn accept_for(
+    socket: &TcpListener,
+    serving: &Handle,
+) -> std::io::Result<(TcpStream, SocketAddr)> {
+    std::future::poll_fn(|cx| {
+        let _serving = serving.enter();
+        socket.poll_accept(cx)
+    })
+    .await
+}
+
 #[async_trait]
 impl Service for AcceptLoop {
     async fn start_service(
@@ -84,8 +104,9 @@ impl Service for AcceptLoop {
             .unwrap_or_else(|e| panic!("cannot listen on {key}: {e}"));
         app.watch_stop(&shutdown);
         loop {
+            let serving = pingora_runtime::current_handle();
             let accepted = tokio::select! {
-                accepted = socket.accept() => accepted,
+                accepted = accept_for(&socket, &serving) => accepted,
                 changed = shutdown.changed() => {
                     if changed.is_err() || *shutdown.borrow() {
                         info!("Shutting down {key}");
@@ -99,7 +120,7 @@ impl Service for AcceptLoop {
                     let _ = io.set_nodelay(true);
                     let stream = Box::new(TcpClient::new(io, peer));
                     let task = app.clone().task(stream);
-                    pingora_runtime::current_handle().spawn(task);
+                    serving.spawn(task);
                 }
                 Err(e) => {
                     error!("{}: accept() failed: {e}", self.name);
@@ -119,5 +140,70 @@ impl Service for AcceptLoop {
 
     fn listen_addresses(&self) -> Option<Vec<String>> {
         Some(vec![self.address.to_string()])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use tokio::io::AsyncReadExt;
+    use tokio::runtime::{Builder, Runtime};
+
+    fn runtime() -> Runtime {
+        Builder::new_current_thread().enable_all().build().unwrap()
+    }
+
+    /// A client that connects to a new listener on an address the kernel picks, and the
+    /// first bytes it sends.
+    fn connect(socket: &TcpListener) -> std::net::TcpStream {
+        let mut client = std::net::TcpStream::connect(socket.local_addr().unwrap()).unwrap();
+        client.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+        client
+    }
+
+    /// The accepted socket is the serving runtime's: its readiness comes from that
+    /// runtime's reactor, and ends when that runtime does, though the accepting one goes on.
+    #[test]
+    fn an_accepted_socket_is_registered_with_the_serving_runtime() {
+        let accepting = runtime();
+        let serving = runtime();
+        let (stream, _client) = accepting.block_on(async {
+            let socket = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let client = connect(&socket);
+            let (stream, _) = accept_for(&socket, serving.handle()).await.unwrap();
+            (stream, client)
+        });
+        drop(serving);
+        let ready = accepting.block_on(async {
+            tokio::time::timeout(Duration::from_secs(5), stream.readable()).await
+        });
+        let Ok(Err(gone)) = ready else {
+            panic!("the socket's readiness outlived the serving runtime: {ready:?}");
+        };
+        assert!(gone.to_string().contains("shut"), "{gone}");
+    }
+
+    /// ... and served there: the runtime it was accepted for reads its bytes.
+    #[test]
+    fn the_serving_runtime_reads_an_accepted_socket() {
+        let accepting = runtime();
+        let serving = Builder::new_current_thread().enable_all().build().unwrap();
+        let handle = serving.handle().clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let driver = std::thread::spawn(move || serving.block_on(stopped));
+        let first = accepting.block_on(async {
+            let socket = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let _client = connect(&socket);
+            let (mut stream, _) = accept_for(&socket, &handle).await.unwrap();
+            let read = handle.spawn(async move {
+                let mut first = [0u8; 16];
+                stream.read_exact(&mut first).await.map(|_| first)
+            });
+            tokio::time::timeout(Duration::from_secs(5), read).await
+        });
+        stop.send(()).unwrap();
+        driver.join().unwrap().unwrap();
+        assert_eq!(&first.unwrap().unwrap().unwrap(), b"GET / HTTP/1.1\r\n");
     }
 }
