@@ -85,7 +85,9 @@ pub async fn attempt(
     let timeouts = router.timeouts();
     let peer = proxy::http_peer(ctx, slot, timeouts);
     let key = peer.reuse_hash();
-    let (mut up, reused) = match pool::take(key, timeouts.idle) {
+    // The attempt's start (read just before it) stands for now.
+    let now = ctx.connect_start.unwrap_or_else(std::time::Instant::now);
+    let (mut up, reused) = match pool::take(key, timeouts.idle, now) {
         Some(stream) => (stream, true),
         None => match connector.new_stream(&peer).await {
             Ok(s) => (s, false),

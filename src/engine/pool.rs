@@ -19,12 +19,13 @@ thread_local! {
     static IDLE: RefCell<HashMap<u64, Vec<Idle>>> = RefCell::new(HashMap::new());
 }
 
-/// An idle connection to the server `key` names, used less than `idle_timeout` ago and
-/// not closed by the server meanwhile.
-pub fn take(key: u64, idle_timeout: Duration) -> Option<Stream> {
+/// An idle connection to the server `key` names, used less than `idle_timeout` before
+/// `now` (the caller's reading of the clock: reading it costs, and a request reads it
+/// once for what it times) and not closed by the server meanwhile.
+pub fn take(key: u64, idle_timeout: Duration, now: Instant) -> Option<Stream> {
     loop {
         let mut idle = IDLE.with(|p| p.borrow_mut().get_mut(&key)?.pop())?;
-        if idle.since.elapsed() < idle_timeout && is_open(&mut idle.stream) {
+        if now.saturating_duration_since(idle.since) < idle_timeout && is_open(&mut idle.stream) {
             return Some(idle.stream);
         }
         // Closed or too old: dropped, and the next one is looked at.
@@ -32,19 +33,21 @@ pub fn take(key: u64, idle_timeout: Duration) -> Option<Stream> {
 }
 
 /// Keeps `stream` for the next request to server `key`; past `most` idle connections to
-/// it, the oldest is closed. Ones past `idle_timeout` are closed on the way.
+/// it, the oldest is closed. Ones past `idle_timeout` are closed on the way. The clock is
+/// read once, however many connections are idle.
 pub fn put(key: u64, stream: Stream, most: usize, idle_timeout: Duration) {
+    put_at(key, stream, most, idle_timeout, Instant::now());
+}
+
+fn put_at(key: u64, stream: Stream, most: usize, idle_timeout: Duration, now: Instant) {
     IDLE.with(|p| {
         let mut pool = p.borrow_mut();
         let idle = pool.entry(key).or_default();
-        idle.retain(|i| i.since.elapsed() < idle_timeout);
+        idle.retain(|i| now.saturating_duration_since(i.since) < idle_timeout);
         if idle.len() >= most.max(1) {
             idle.remove(0);
         }
-        idle.push(Idle {
-            stream,
-            since: Instant::now(),
-        });
+        idle.push(Idle { stream, since: now });
     });
 }
 
@@ -58,4 +61,45 @@ fn is_open(stream: &mut Stream) -> bool {
     std::pin::Pin::new(&mut **stream)
         .poll_read(&mut cx, &mut buf)
         .is_pending()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::{TcpListener, TcpStream};
+
+    /// An open connection to a listener of the test's own (the kernel picks its port).
+    async fn open(socket: &TcpListener) -> (Stream, TcpStream) {
+        let client = TcpStream::connect(socket.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = socket.accept().await.unwrap();
+        let stream: Stream = Box::new(pingora_core::protocols::l4::stream::Stream::from(client));
+        (stream, server)
+    }
+
+    /// Connections are taken newest first, none idle for `idle_timeout` or longer at the
+    /// instant the caller gives, and a put closes those idle that long on its way.
+    #[tokio::test]
+    async fn idle_connections_expire_by_the_instant_given() {
+        let socket = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let idle_timeout = Duration::from_secs(60);
+        let t0 = Instant::now();
+        let (old, _old_server) = open(&socket).await;
+        let (new, _new_server) = open(&socket).await;
+        let (old_id, new_id) = (old.id(), new.id());
+        put_at(1, old, 8, idle_timeout, t0);
+        put_at(1, new, 8, idle_timeout, t0 + Duration::from_secs(30));
+
+        let taken = take(1, idle_timeout, t0 + Duration::from_secs(59)).unwrap();
+        assert_eq!(taken.id(), new_id, "the most recently used first");
+        put_at(1, taken, 8, idle_timeout, t0 + Duration::from_secs(59));
+        // At t0 + 60 s the first one is 60 s idle: the put of the second drops it.
+        let taken = take(1, idle_timeout, t0 + Duration::from_secs(60)).unwrap();
+        assert_eq!(taken.id(), new_id);
+        put_at(1, taken, 8, idle_timeout, t0 + Duration::from_secs(60));
+        assert!(IDLE.with(|p| p.borrow()[&1].iter().all(|i| i.stream.id() != old_id)));
+        // Past its own timeout, the last one is not taken either.
+        assert!(take(1, idle_timeout, t0 + Duration::from_secs(120)).is_none());
+    }
 }

@@ -309,13 +309,15 @@ impl Engine {
     pub(super) fn log(&self, c: &Conn, ctx: &mut RequestCtx, status: u16) {
         let server = ctx.server;
         ctx.release();
-        let duration = ctx.start.elapsed();
+        // One reading of the clock for the request's duration and the server's record.
+        let end = std::time::Instant::now();
+        let duration = end.saturating_duration_since(ctx.start);
         if let Some(m) = &ctx.metrics {
             let server = if ctx.rejected.is_some() { None } else { server };
             m.request_done(server, status, duration.as_secs_f64());
         }
         if let (Some(router), Some(i), None) = (&ctx.router, server, ctx.rejected) {
-            router.observe(i, status, ctx.upstream_failed, crate::routing::now_ms());
+            router.observe(i, status, ctx.upstream_failed, ms_at(end));
         }
         proxy::plugins::log(ctx, status, server);
         if let Some(log) = &self.access_log {
