@@ -22,6 +22,7 @@ pub mod logging;
 pub mod metrics;
 pub mod overrides;
 pub mod persist;
+pub mod poll_time;
 pub mod proxy;
 pub mod reload;
 pub mod routes;

@@ -189,7 +189,7 @@ impl Listener {
     /// be read by.
     fn start_head(budget: &HeadBudget, (deadline, max_head): (Duration, usize)) -> Instant {
         budget.start(max_head);
-        Instant::now() + deadline
+        crate::poll_time::now() + deadline
     }
 
     /// A new HTTP/1 connection's requests through Pingora's proxy (`keepalive`: its idle
@@ -282,7 +282,8 @@ impl Listener {
     pub fn task(self: Arc<Self>, stream: Stream) -> impl Future<Output = ()> + Send + 'static {
         // The box is freed when its await ends, before the engine's requests.
         let setup = Box::pin(Self::connection(self.clone(), stream));
-        async move {
+        // Each poll reads the clock at most once, for every deadline and duration in it.
+        crate::poll_time::PollTimed::new(async move {
             let mut c = match setup.await {
                 Setup::Done(again) => return self.serve_again(again),
                 Setup::Engine(c) => c,
@@ -308,7 +309,7 @@ impl Listener {
                     Woke::Closed | Woke::Stopping => return,
                 }
             }
-        }
+        })
     }
 
     /// A stream given back for reuse is served again, as Pingora's task would (in a task

@@ -175,7 +175,7 @@ pub async fn write_all(
         stream.write_all(bytes).await?;
         stream.flush().await
     };
-    match tokio::time::timeout(timeout, write).await {
+    match crate::poll_time::timeout(timeout, write).await {
         Ok(r) => r,
         Err(_) => Err(std::io::Error::new(
             std::io::ErrorKind::TimedOut,

@@ -86,7 +86,7 @@ pub async fn attempt(
     let peer = proxy::http_peer(ctx, slot, timeouts);
     let key = peer.reuse_hash();
     // The attempt's start (read just before it) stands for now.
-    let now = ctx.connect_start.unwrap_or_else(std::time::Instant::now);
+    let now = ctx.connect_start.unwrap_or_else(crate::poll_time::now);
     let (mut up, reused) = match pool::take(key, timeouts.idle, now) {
         Some(stream) => (stream, true),
         None => match connector.new_stream(&peer).await {
@@ -320,7 +320,7 @@ async fn read_head(
         } = &mut *c;
         let watch = *end < buf.len();
         let read = tokio::select! {
-            r = tokio::time::timeout(timeouts.read, up.read(&mut up_buf[*filled..])) => r,
+            r = crate::poll_time::timeout(timeouts.read, up.read(&mut up_buf[*filled..])) => r,
             r = stream.read(&mut buf[*end..]), if watch => match r {
                 Ok(0) | Err(_) => return Err(Failure::Client(499)),
                 Ok(n) => {

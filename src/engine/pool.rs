@@ -36,7 +36,7 @@ pub fn take(key: u64, idle_timeout: Duration, now: Instant) -> Option<Stream> {
 /// it, the oldest is closed. Ones past `idle_timeout` are closed on the way. The clock is
 /// read once, however many connections are idle.
 pub fn put(key: u64, stream: Stream, most: usize, idle_timeout: Duration) {
-    put_at(key, stream, most, idle_timeout, Instant::now());
+    put_at(key, stream, most, idle_timeout, crate::poll_time::now());
 }
 
 fn put_at(key: u64, stream: Stream, most: usize, idle_timeout: Duration, now: Instant) {

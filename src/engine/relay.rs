@@ -61,7 +61,7 @@ pub(super) async fn relay(
         r.map_err(|_| RelayError::Client)
     };
     let read = async |up: &mut Stream, buf: &mut [u8]| -> Result<usize, RelayError> {
-        match tokio::time::timeout(timeouts.read, up.read(buf)).await {
+        match crate::poll_time::timeout(timeouts.read, up.read(buf)).await {
             Ok(Ok(n)) => Ok(n),
             Ok(Err(_)) => Err(RelayError::Server("reading the answer's body failed")),
             Err(_) => Err(RelayError::Server("the answer's body did not come in time")),

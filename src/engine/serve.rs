@@ -110,7 +110,7 @@ impl Engine {
             } else {
                 let read = tokio::select! {
                     biased;
-                    r = tokio::time::timeout(IDLE_GRACE, c.read_more(usize::MAX)) => r,
+                    r = crate::poll_time::timeout(IDLE_GRACE, c.read_more(usize::MAX)) => r,
                     () = stop.as_mut() => return Next::Close,
                 };
                 match read {

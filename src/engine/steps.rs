@@ -166,7 +166,7 @@ impl Engine {
             ctx.tried.push(server);
             ctx.server = Some(server);
             ctx.outcome = Some(outcome);
-            ctx.connect_start = Some(std::time::Instant::now());
+            ctx.connect_start = Some(crate::poll_time::now());
             let failure = match exchange::attempt(&self.connector, &self.name, c, ctx, req).await {
                 Ok(relayed) => return (relayed.status, relayed.client_keep),
                 Err(f) => f,
@@ -310,7 +310,7 @@ impl Engine {
         let server = ctx.server;
         ctx.release();
         // One reading of the clock for the request's duration and the server's record.
-        let end = std::time::Instant::now();
+        let end = crate::poll_time::now();
         let duration = end.saturating_duration_since(ctx.start);
         if let Some(m) = &ctx.metrics {
             let server = if ctx.rejected.is_some() { None } else { server };

@@ -115,7 +115,7 @@ impl Upload {
                 return Ok(());
             }
             let wait = self.time_left(limits, since)?;
-            match tokio::time::timeout(wait, c.read_more(self.start + target)).await {
+            match crate::poll_time::timeout(wait, c.read_more(self.start + target)).await {
                 Ok(Ok(n)) if n > 0 => self.received += n as u64,
                 Ok(Err(e)) if e.kind() == ErrorKind::TimedOut => return Err(Stop::TooSlow),
                 Ok(_) => return Err(Stop::Closed),
@@ -229,7 +229,7 @@ impl Upload {
                     }
                     _ => return Ok(Sent::Answered),
                 },
-                r = tokio::time::timeout(wait, stream.read(&mut buf[start..start + room])) => r,
+                r = crate::poll_time::timeout(wait, stream.read(&mut buf[start..start + room])) => r,
             };
             let n = match read {
                 Ok(Ok(n)) if n > 0 => n,

@@ -75,7 +75,7 @@ impl RequestCtx {
 
     pub fn new() -> Self {
         RequestCtx {
-            start: Instant::now(),
+            start: crate::poll_time::now(),
             connect_start: None,
             client: None,
             router: None,
