@@ -8,7 +8,9 @@ use crate::http1::chunked::{Decoder, Event};
 use crate::http1::response::Framing;
 use crate::routing::Timeouts;
 use pingora_core::protocols::Stream;
-use tokio::io::AsyncReadExt;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use tokio::io::{AsyncReadExt, ReadBuf};
 
 /// Largest read of an answer's body: a large body is relayed in reads of up to 64 KiB
 /// (one read and one write each), not of the head's 4 KiB.
@@ -23,6 +25,23 @@ fn grow(buf: &mut Vec<u8>, want: u64) {
     if want > buf.len() {
         buf.resize(want, 0);
     }
+}
+
+/// Reads into `buf` what the server has already sent, without waiting: a read that would
+/// wait reads nothing (`AsyncRead`'s contract) and leaves the wait to the relay's next
+/// read. The bytes read.
+fn read_ready(up: &mut Stream, buf: &mut [u8]) -> usize {
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut got = 0;
+    while got < buf.len() {
+        let mut read = ReadBuf::new(&mut buf[got..]);
+        match Pin::new(&mut **up).poll_read(&mut cx, &mut read) {
+            Poll::Ready(Ok(())) if !read.filled().is_empty() => got += read.filled().len(),
+            // Pending, the end or an error: the relay's next read meets it.
+            _ => break,
+        }
+    }
+    got
 }
 
 pub(super) enum RelayError {
@@ -48,6 +67,25 @@ pub(super) async fn relay(
         up_buf,
         ..
     } = c;
+    // A body of known length: the head goes out with its first bytes and what of the rest
+    // the server has already sent (read into `up_buf` once the first bytes are out of
+    // it): one write for an answer that came whole, as nginx's one `writev`.
+    let mut left_after_head = 0;
+    if let Framing::Length(n) = framing {
+        let first = ((filled - start) as u64).min(n) as usize;
+        let mut left = n - first as u64;
+        out.extend_from_slice(&up_buf[start..start + first]);
+        grow(up_buf, left);
+        if left > 0 {
+            let room = up_buf
+                .len()
+                .min(usize::try_from(left).unwrap_or(usize::MAX));
+            let more = read_ready(up, &mut up_buf[..room]);
+            out.extend_from_slice(&up_buf[..more]);
+            left -= more as u64;
+        }
+        left_after_head = left;
+    }
     let mut head = true;
     let mut send = async |data: &[u8], stream: &mut Stream| -> Result<(), RelayError> {
         let r = if std::mem::take(&mut head) {
@@ -74,10 +112,8 @@ pub(super) async fn relay(
         }
         Framing::Length(n) => {
             let have = (filled - start) as u64;
-            let first = have.min(n) as usize;
-            send(&up_buf[start..start + first], stream).await?;
-            let mut left = n - first as u64;
-            grow(up_buf, left);
+            send(&[], stream).await?;
+            let mut left = left_after_head;
             while left > 0 {
                 let room = up_buf
                     .len()
