@@ -184,6 +184,15 @@ impl HeadLimited {
             answered: 0,
         }
     }
+
+    /// The stream under the limit.
+    pub fn inner(&self) -> &Stream {
+        &self.inner
+    }
+
+    pub fn into_inner(self) -> Stream {
+        self.inner
+    }
 }
 
 impl AsyncRead for HeadLimited {

@@ -20,11 +20,13 @@
 mod accept;
 pub mod accept_loop;
 mod engine_conn;
+pub mod park;
 pub mod proxy_protocol;
 pub mod tcp;
 
 use crate::head_limit::{HeadBudget, HeadLimited, HEAD};
 use engine_conn::{EngineConn, Run};
+pub use engine_conn::{Resume, ToPark};
 
 use crate::client_limits;
 use crate::engine::{Engine, Woke};
@@ -60,6 +62,10 @@ pub struct Listener {
     /// before its first connection ([`Listener::watch_stop`]). Held here, not by each
     /// connection's task, which it would make 16 bytes larger.
     stop: OnceLock<ShutdownWatch>,
+    /// Where an idle plain engine connection is parked: its listener's accept loop
+    /// (`accept_loop.rs`), which sets it when it starts. Unset (listeners on Pingora's
+    /// accept), idle connections wait in their tasks.
+    parking: OnceLock<tokio::sync::mpsc::UnboundedSender<ToPark>>,
 }
 
 impl Listener {
@@ -89,7 +95,13 @@ impl Listener {
             h2c,
             engine,
             stop: OnceLock::new(),
+            parking: OnceLock::new(),
         }
+    }
+
+    /// Idle plain connections are parked by sending them to `to_park` (set once).
+    pub fn park_in(&self, to_park: tokio::sync::mpsc::UnboundedSender<ToPark>) {
+        let _ = self.parking.set(to_park);
     }
 
     /// Takes the server's stop signal (the first call's; every service hands over the
@@ -273,9 +285,10 @@ impl ServerApp for Listener {
 }
 
 impl Listener {
-    /// The task of a new connection: its setup, then its requests until it ends. Each
-    /// value this future keeps across the engine's wait for a next request is a part of
-    /// every idle connection (`-Zprint-type-sizes` shows them; about 280 bytes at most keep the
+    /// The task of a new connection: its setup, then its requests until it ends or, on
+    /// plain TCP, is parked between two requests (its task then ends). Each value this
+    /// future keeps across the engine's wait for a next request (a TLS connection's) is a
+    /// part of every such idle connection (`-Zprint-type-sizes` shows them; about 280 bytes at most keep the
     /// task in jemalloc's 384-byte class): the setup is boxed here, so the task keeps its
     /// pointer, not the stream; no value is matched on across the wait (it would live to
     /// the match's end); the engine and the stop signal are the listener's.
@@ -284,32 +297,42 @@ impl Listener {
         let setup = Box::pin(Self::connection(self.clone(), stream));
         // Each poll reads the clock at most once, for every deadline and duration in it.
         crate::poll_time::PollTimed::new(async move {
-            let mut c = match setup.await {
+            let c = match setup.await {
                 Setup::Done(again) => return self.serve_again(again),
                 Setup::Engine(c) => c,
             };
-            loop {
-                if let Run::Ended(again) = self.engine_run(&mut c).await {
-                    return self.serve_again(again);
-                }
-                // The same request's head deadline goes on.
-                let woke = match &self.engine {
-                    Some(engine) => engine.idle(&mut c.held, c.until).await,
-                    None => return,
-                };
-                if c.budget.take_exceeded() {
-                    metrics::client_closed(&self.name, "request_head_too_large");
-                }
-                match woke {
-                    Woke::Request => {}
-                    Woke::TimedOut => {
-                        metrics::client_closed(&self.name, "request_head_timeout");
-                        return;
-                    }
-                    Woke::Closed | Woke::Stopping => return,
-                }
-            }
+            self.requests(c).await
         })
+    }
+
+    /// An engine connection's requests, busy runs and the waits between them, until it
+    /// ends or is parked.
+    async fn requests(self: Arc<Self>, mut c: EngineConn) {
+        loop {
+            if let Run::Ended(again) = self.engine_run(&mut c).await {
+                return self.serve_again(again);
+            }
+            c = match self.park(c) {
+                Ok(()) => return,
+                Err(c) => c,
+            };
+            // The same request's head deadline goes on.
+            let woke = match &self.engine {
+                Some(engine) => engine.idle(&mut c.held, c.until).await,
+                None => return,
+            };
+            if c.budget.take_exceeded() {
+                metrics::client_closed(&self.name, "request_head_too_large");
+            }
+            match woke {
+                Woke::Request => {}
+                Woke::TimedOut => {
+                    metrics::client_closed(&self.name, "request_head_timeout");
+                    return;
+                }
+                Woke::Closed | Woke::Stopping => return,
+            }
+        }
     }
 
     /// A stream given back for reuse is served again, as Pingora's task would (in a task

@@ -18,7 +18,7 @@ pub use cluster::ClusterMetrics;
 use once_cell::sync::Lazy;
 use pingora_prometheus::prometheus::{
     self, register_gauge, register_histogram_vec, register_int_counter, register_int_counter_vec,
-    register_int_gauge_vec, Gauge, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec,
+    register_int_gauge_vec, Gauge, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
 };
 
 /// Request and connect latency buckets: 0.5 ms to 10 s.
@@ -204,6 +204,21 @@ pub fn engine_counters(listener: &str) -> (IntCounter, IntCounter) {
         ENGINE_REQUESTS.with_label_values(&[listener, "engine"]),
         ENGINE_REQUESTS.with_label_values(&[listener, "handover"]),
     )
+}
+
+static ENGINE_PARKED: Lazy<IntGaugeVec> = Lazy::new(|| {
+    register_int_gauge_vec!(
+        "tether_engine_parked_connections",
+        "Idle keep-alive connections of a plain-TCP engine listener parked until their next request \
+         (no task, no buffers: about a hundred bytes each), by listener.",
+        &["listener"]
+    )
+    .expect("register tether_engine_parked_connections")
+});
+
+/// An engine listener's count of parked connections.
+pub fn engine_parked(listener: &str) -> IntGauge {
+    ENGINE_PARKED.with_label_values(&[listener])
 }
 
 static ROUTE_REQUESTS: Lazy<IntCounterVec> = Lazy::new(|| {

@@ -1,16 +1,18 @@
 //! A kept-alive connection that waits past the engine's grace (a second) gives its buffers
-//! and its request's future back and waits in a small future of its own (issue 24, memory
-//! per idle connection). Over TLS its next request must still come through that wait whole:
-//! BoringSSL hands the wait's first read a record's bytes and keeps the rest; on plain TCP
-//! the record is made again around that read.
+//! and its request's future back (issue 24, memory per idle connection). Over TLS it waits
+//! in a small future of its own, and its next request must still come through that wait
+//! whole: BoringSSL hands the wait's first read a record's bytes and keeps the rest. On
+//! plain TCP its task ends and its socket is parked in the listener's accept loop
+//! (`tether_engine_parked_connections`) until its next bytes, its client's end, its
+//! deadline or the server's stop.
 
 mod common;
 
 use common::pki::Pki;
 use common::{scratch_dir, server_line, tomcats, Opts, Tether};
 use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
 
 /// Reads one answer (head and `Content-Length` body) from `conn`: its status line.
 fn answer(conn: &mut impl Read) -> String {
@@ -104,4 +106,180 @@ async fn a_plain_connection_idle_past_the_grace_serves_its_next_requests() {
     .await
     .unwrap();
     assert_eq!(statuses, ["HTTP/1.1 200 OK"; 3]);
+}
+
+/// `tether_engine_parked_connections` of listener `web` in a scrape.
+async fn parked(metrics: SocketAddr) -> i64 {
+    let scrape = common::scrape(metrics).await;
+    let key = "tether_engine_parked_connections{listener=\"web\"} ";
+    scrape
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+/// Waits up to 3 s for the parked count to be `n`: the count it ended at.
+async fn parked_becomes(metrics: SocketAddr, n: i64) -> i64 {
+    let until = Instant::now() + Duration::from_secs(3);
+    loop {
+        let now = parked(metrics).await;
+        if now == n || Instant::now() > until {
+            return now;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Reads one answer (head and `Content-Length` body): its head.
+fn head(conn: &mut impl Read) -> String {
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            conn.read(&mut byte).unwrap(),
+            1,
+            "closed in a head: {got:?}"
+        );
+        got.push(byte[0]);
+    }
+    let head = String::from_utf8(got).unwrap();
+    let mut body = vec![0; field(&head, "content-length").parse().unwrap()];
+    conn.read_exact(&mut body).unwrap();
+    head
+}
+
+fn field(head: &str, name: &str) -> String {
+    head.lines()
+        .find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no {name} in {head}"))
+}
+
+/// Many connections idle at once are parked (their tasks end), and each one's next request
+/// comes back on it, for its own session, on the server that holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_plain_connections_are_parked_and_each_served_again_as_its_own() {
+    let sims = tomcats(2).await;
+    let servers: String = sims.iter().map(|s| server_line(s, "")).collect();
+    let t = Tether::start_with(Opts {
+        cluster: format!("    servers:\n{servers}"),
+        metrics: true,
+        listener_extra: "    http1: engine\n".to_string(),
+        ..Opts::default()
+    });
+    let (addr, metrics) = (t.addr, t.metrics.unwrap());
+    const N: usize = 40;
+    let conns = tokio::task::spawn_blocking(move || {
+        (0..N)
+            .map(|_| {
+                let mut conn = TcpStream::connect(addr).unwrap();
+                conn.write_all(b"GET /a HTTP/1.1\r\nHost: a.test\r\n\r\n")
+                    .unwrap();
+                let id = field(&head(&mut conn), "x-session-id");
+                (conn, id)
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    assert_eq!(parked_becomes(metrics, N as i64).await, N as i64);
+    let answers = tokio::task::spawn_blocking(move || {
+        // Backwards: the last parked wakes first.
+        conns
+            .into_iter()
+            .rev()
+            .map(|(mut conn, id)| {
+                let request =
+                    format!("GET /b HTTP/1.1\r\nHost: a.test\r\nCookie: JSESSIONID={id}\r\n\r\n");
+                conn.write_all(request.as_bytes()).unwrap();
+                let head = head(&mut conn);
+                (
+                    id,
+                    field(&head, "x-session-id"),
+                    field(&head, "x-session-count"),
+                )
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    for (id, got, count) in &answers {
+        assert_eq!((got, count.as_str()), (id, "2"), "{answers:?}");
+    }
+    assert_eq!(sims.iter().map(|s| s.requests()).sum::<u64>(), 2 * N as u64);
+    // Each connection was served again and waits in its task now (within the grace).
+    assert_eq!(parked(metrics).await, 0);
+}
+
+/// A client that closes its parked connection frees it at once, not at its deadline (a
+/// minute by default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_connection_whose_client_closes_is_let_go_at_once() {
+    let sims = tomcats(1).await;
+    let t = Tether::start_with(Opts {
+        cluster: format!("    servers:\n{}", server_line(&sims[0], "")),
+        metrics: true,
+        listener_extra: "    http1: engine\n".to_string(),
+        ..Opts::default()
+    });
+    let metrics = t.metrics.unwrap();
+    let mut conn = TcpStream::connect(t.addr).unwrap();
+    conn.write_all(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+        .unwrap();
+    head(&mut conn);
+    assert_eq!(parked_becomes(metrics, 1).await, 1);
+    drop(conn);
+    assert_eq!(parked_becomes(metrics, 0).await, 0);
+    // The listener goes on.
+    assert_eq!(t.client().get("/", &[]).await.unwrap().status, 200);
+}
+
+/// A parked connection is closed when its next head's deadline passes (the keep-alive
+/// timeout, then the head timeout), and counted as an idle connection that times out is;
+/// and parked connections close when the server stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_connections_close_at_their_deadline_and_at_the_stop() {
+    let sims = tomcats(1).await;
+    let t = Tether::start_with(Opts {
+        cluster: format!("    servers:\n{}", server_line(&sims[0], "")),
+        metrics: true,
+        listener_extra: "    http1: engine\n    limits:\n      keepalive_timeout: 2s\n      request_head_timeout: 1s\n"
+            .to_string(),
+        ..Opts::default()
+    });
+    let metrics = t.metrics.unwrap();
+    let ask = |addr| {
+        let mut conn = TcpStream::connect(addr).unwrap();
+        conn.write_all(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+            .unwrap();
+        head(&mut conn);
+        conn
+    };
+    let mut conn = ask(t.addr);
+    let asked = Instant::now();
+    assert_eq!(parked_becomes(metrics, 1).await, 1);
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(conn.read(&mut [0u8; 1]).unwrap(), 0, "closed");
+    let closed_after = asked.elapsed();
+    assert!(
+        closed_after >= Duration::from_millis(2900) && closed_after < Duration::from_secs(6),
+        "{closed_after:?}"
+    );
+    assert_eq!(parked(metrics).await, 0);
+    let scrape = common::scrape(metrics).await;
+    assert!(
+        scrape.contains(
+            "tether_client_closed_total{listener=\"web\",reason=\"request_head_timeout\"} 1"
+        ),
+        "{scrape}"
+    );
+
+    let mut conn = ask(t.addr);
+    assert_eq!(parked_becomes(metrics, 1).await, 1);
+    t.terminate();
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(conn.read(&mut [0u8; 1]).unwrap(), 0, "closed at the stop");
 }

@@ -30,6 +30,15 @@ pub struct IdleConn {
 }
 
 impl IdleConn {
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// The stream alone (the connection is parked, or ends).
+    pub fn into_stream(self) -> Stream {
+        self.stream
+    }
+
     /// The whole record again, its buffers taken, with `first`, the next request's first
     /// bytes.
     pub fn wake(self, first: &[u8]) -> Box<Conn> {

@@ -9,9 +9,15 @@
 //! not with the accepting thread's: each thread of Pingora's default runtime has a reactor
 //! of its own, and a connection whose readiness another thread's reactor reports costs that
 //! thread a wake-up and a cross-thread wake of the serving one for every event.
+//!
+//! The loop also keeps its listener's idle connections ([`Park`]): a plain connection that
+//! waits for its next request past the engine's grace is sent here and its task ends; when
+//! its next bytes come it is handed on as a new connection is, to a thread picked at random,
+//! to go on with its requests.
 
+use super::park::{Out, Park};
 use super::tcp::TcpClient;
-use super::Listener;
+use super::{Listener, ToPark};
 use async_trait::async_trait;
 use log::{error, info};
 use pingora_core::server::{ListenFds, ShutdownWatch};
@@ -88,6 +94,49 @@ pub async fn accept_for(
     .await
 }
 
+impl AcceptLoop {
+    /// A connection out of the park: one whose next bytes came goes on with its requests
+    /// on `serving`'s thread, its socket registered with that thread's reactor; one whose
+    /// deadline passed is closed and counted as an idle connection that timed out is.
+    async fn unpark(
+        &self,
+        app: &Arc<Listener>,
+        out: std::io::Result<Out<super::Resume>>,
+        serving: &Handle,
+    ) {
+        match out {
+            Ok(Out::Readable {
+                socket,
+                until,
+                with,
+            }) => {
+                let io = {
+                    let _serving = serving.enter();
+                    TcpStream::from_std(socket)
+                };
+                match io {
+                    Ok(io) => {
+                        serving.spawn(app.clone().resumed(io, until, with));
+                    }
+                    Err(e) => error!(
+                        "{}: a parked connection could not be served: {e}",
+                        self.name
+                    ),
+                }
+            }
+            Ok(Out::Expired { .. }) => {
+                crate::metrics::client_closed(&app.name, "request_head_timeout");
+            }
+            Err(e) => {
+                // Not seen in practice (the park's epoll set failed): a pause, so that a
+                // lasting failure does not spin the loop.
+                error!("{}: parked connections: {e}", self.name);
+                tokio::time::sleep(OUT_OF_FDS_PAUSE).await;
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl Service for AcceptLoop {
     async fn start_service(
@@ -103,10 +152,42 @@ impl Service for AcceptLoop {
         let socket = listen(self.address, &key, fds.as_ref())
             .unwrap_or_else(|e| panic!("cannot listen on {key}: {e}"));
         app.watch_stop(&shutdown);
+        let (to_park, mut parked) = tokio::sync::mpsc::unbounded_channel::<ToPark>();
+        // Without a park (the kernel refused an epoll set), idle connections wait in
+        // their tasks.
+        let mut park = Park::new()
+            .inspect_err(|e| error!("{}: idle connections not parked: {e}", self.name))
+            .ok();
+        if park.is_some() {
+            app.park_in(to_park);
+        }
+        let parked_gauge = crate::metrics::engine_parked(&app.name);
         loop {
             let serving = pingora_runtime::current_handle();
+            let next_parked = async {
+                match park.as_mut() {
+                    Some(park) => park.next().await,
+                    None => std::future::pending().await,
+                }
+            };
             let accepted = tokio::select! {
                 accepted = accept_for(&socket, &serving) => accepted,
+                Some((socket, until, resume)) = parked.recv() => {
+                    if let Some(park) = park.as_mut() {
+                        if let Err(e) = park.put(socket, until, resume) {
+                            error!("{}: an idle connection could not be parked: {e}", self.name);
+                        }
+                        parked_gauge.set(park.len() as i64);
+                    }
+                    continue;
+                }
+                out = next_parked => {
+                    self.unpark(&app, out, &serving).await;
+                    if let Some(park) = park.as_ref() {
+                        parked_gauge.set(park.len() as i64);
+                    }
+                    continue;
+                }
                 changed = shutdown.changed() => {
                     if changed.is_err() || *shutdown.borrow() {
                         info!("Shutting down {key}");
@@ -130,6 +211,9 @@ impl Service for AcceptLoop {
                 }
             }
         }
+        // Parked connections close with the park, as idle ones close when the server stops.
+        drop(park);
+        parked_gauge.set(0);
         drop(socket);
         pingora_core::apps::ServerApp::cleanup(&*app).await;
     }

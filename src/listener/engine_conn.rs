@@ -1,13 +1,18 @@
 //! An HTTP/1 connection on tether's engine, from its first request to its end: busy runs of
 //! requests, each in a box while it lasts; between them the connection's task waits for
 //! the next request (`Listener::task`), and that wait is then the whole of its future (a
-//! few hundred bytes, as nginx keeps a waiting connection in a few hundred bytes).
+//! few hundred bytes, as nginx keeps a waiting connection in a few hundred bytes). A plain
+//! TCP connection does not wait in its task: it is parked ([`Listener::park`]) in its
+//! listener's accept loop (`park.rs`), with no task at all, and served again in a new task
+//! when its next bytes come ([`Listener::resumed`]).
 
+use super::tcp::{self, TcpClient};
 use super::{Listener, Open, HEAD};
 use crate::client_limits;
 use crate::engine::{Conn, Engine, Held, Next};
-use crate::head_limit::HeadBudget;
-use pingora_core::protocols::Stream;
+use crate::head_limit::{HeadBudget, HeadLimited};
+use pingora_core::protocols::{Stream, UniqueID};
+use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,6 +33,18 @@ pub(super) struct EngineConn {
     pub(super) _client: Option<Box<client_limits::Open>>,
 }
 
+/// What a parked connection keeps, besides its socket and its head deadline, to be served
+/// again: its client's address and its places in the connection counts.
+pub struct Resume {
+    peer: SocketAddr,
+    _open: Open,
+    _client: Option<Box<client_limits::Open>>,
+}
+
+/// A connection on its way to its listener's park: the socket (out of tokio), when its
+/// next head must be read by, and the rest of it.
+pub type ToPark = (std::net::TcpStream, Instant, Resume);
+
 /// How a busy run ended.
 pub(super) enum Run {
     /// The connection waits for its next request (its buffers given back).
@@ -37,6 +54,82 @@ pub(super) enum Run {
 }
 
 impl Listener {
+    /// Parks a connection that waits for its next request (`Held::Idle`) in its
+    /// listener's accept loop, when it is a plain TCP one and the listener parks: then its
+    /// task can end. Given back otherwise, to wait in its task.
+    pub(super) fn park(&self, c: EngineConn) -> Result<(), EngineConn> {
+        let (Some(to_park), Held::Idle(idle)) = (self.parking.get(), &c.held) else {
+            return Err(c);
+        };
+        let plain = idle
+            .stream()
+            .as_any()
+            .downcast_ref::<HeadLimited>()
+            .is_some_and(|limited| limited.inner().as_any().is::<TcpClient>());
+        if !plain {
+            return Err(c);
+        }
+        let EngineConn {
+            held: Held::Idle(idle),
+            until,
+            _open,
+            _client,
+            ..
+        } = c
+        else {
+            unreachable!("checked above");
+        };
+        let Ok(limited) = (*idle).into_stream().into_any().downcast::<HeadLimited>() else {
+            unreachable!("checked above");
+        };
+        let Ok(client) = limited.into_inner().into_any().downcast::<TcpClient>() else {
+            unreachable!("checked above");
+        };
+        let (io, peer) = client.into_parts();
+        // Out of this thread's reactor; a socket that cannot be is closed.
+        if let Ok(socket) = io.into_std() {
+            let resume = Resume {
+                peer,
+                _open,
+                _client,
+            };
+            // The accept loop is gone when the server stops: the connection closes, as an
+            // idle one does then.
+            let _ = to_park.send((socket, until, resume));
+        }
+        Ok(())
+    }
+
+    /// A parked connection whose next bytes came (or whose client closed), on a socket
+    /// registered with the serving thread's reactor: its requests, in a new task, as from
+    /// its wait (its head deadline goes on).
+    pub(super) fn resumed(
+        self: Arc<Self>,
+        io: tokio::net::TcpStream,
+        until: Instant,
+        resume: Resume,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let Resume {
+            peer,
+            _open,
+            _client,
+        } = resume;
+        let stream: Stream = Box::new(TcpClient::new(io, peer));
+        let budget = Arc::new(HeadBudget::default());
+        budget.set_fd(UniqueID::id(&*stream));
+        budget.start(self.snapshot.load().limits[self.index].max_request_head);
+        let addresses = tcp::addresses(&stream);
+        let limited = HeadLimited::new(stream, budget.clone());
+        let c = EngineConn {
+            held: Held::Busy(Conn::new(Box::new(limited), addresses)),
+            budget,
+            until,
+            _open,
+            _client,
+        };
+        crate::poll_time::PollTimed::new(async move { self.requests(c).await })
+    }
+
     /// One busy run of the connection's requests through tether's engine, until it waits
     /// for its next request past the engine's grace, or ends. A request the engine does
     /// not take is handed over: the connection then goes on with Pingora's proxy.

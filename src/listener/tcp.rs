@@ -39,6 +39,11 @@ impl TcpClient {
         }
     }
 
+    /// The socket and the peer's address (the digest, if one was made, is dropped).
+    pub fn into_parts(self) -> (TcpStream, SocketAddr) {
+        (self.io, self.peer)
+    }
+
     fn digest(&self) -> Arc<SocketDigest> {
         self.digest
             .get_or_init(|| Arc::new(digest_of(self.io.as_raw_fd(), self.peer)))
