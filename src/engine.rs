@@ -21,6 +21,6 @@ mod steps;
 mod upload;
 mod wire;
 
-pub use conn::{Conn, IdleConn};
+pub use conn::{Conn, IdleConn, IDLE_READ};
 pub use idle::{Held, Woke};
 pub use serve::{Engine, Next};

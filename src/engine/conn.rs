@@ -47,13 +47,7 @@ impl IdleConn {
             peer,
             local,
         } = self;
-        let mut c = Conn::new(stream, (peer, local));
-        if c.buf.len() < first.len() {
-            c.buf.resize(first.len(), 0);
-        }
-        c.buf[..first.len()].copy_from_slice(first);
-        c.end = first.len();
-        c
+        Conn::starting_with(stream, (peer, local), first)
     }
 }
 
@@ -92,6 +86,22 @@ impl Conn {
             local,
             _class: [0; 8],
         })
+    }
+
+    /// The record of a connection whose next request's first bytes, `first`, were read
+    /// while it waited without one.
+    pub fn starting_with(
+        stream: Stream,
+        addresses: (Option<IpAddr>, Option<SocketAddr>),
+        first: &[u8],
+    ) -> Box<Conn> {
+        let mut c = Conn::new(stream, addresses);
+        if c.buf.len() < first.len() {
+            c.buf.resize(first.len(), 0);
+        }
+        c.buf[..first.len()].copy_from_slice(first);
+        c.end = first.len();
+        c
     }
 
     /// The TLS connection's facts (`None` on plain TCP): the stream's own, not a copy here

@@ -17,11 +17,13 @@
 
 use super::park::{Out, Park};
 use super::tcp::TcpClient;
-use super::{Listener, ToPark};
+use super::{Listener, Resume, ToPark};
+use crate::engine::IDLE_READ;
 use async_trait::async_trait;
 use log::{error, info};
 use pingora_core::server::{ListenFds, ShutdownWatch};
 use pingora_core::services::Service;
+use std::io::Read;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::Arc;
@@ -95,28 +97,61 @@ pub async fn accept_for(
 }
 
 impl AcceptLoop {
-    /// A connection out of the park: one whose next bytes came goes on with its requests
-    /// on `serving`'s thread, its socket registered with that thread's reactor; one whose
-    /// deadline passed is closed and counted as an idle connection that timed out is.
+    /// A new connection, in a task on `serving`'s thread.
+    async fn serve(
+        &self,
+        app: &Arc<Listener>,
+        accepted: std::io::Result<(TcpStream, SocketAddr)>,
+        serving: &Handle,
+    ) {
+        match accepted {
+            Ok((io, peer)) => {
+                let _ = io.set_nodelay(true);
+                let stream = Box::new(TcpClient::new(io, peer));
+                serving.spawn(app.clone().task(stream));
+            }
+            Err(e) => {
+                error!("{}: accept() failed: {e}", self.name);
+                if e.raw_os_error() == Some(libc::EMFILE) {
+                    tokio::time::sleep(OUT_OF_FDS_PAUSE).await;
+                }
+            }
+        }
+    }
+
+    /// A connection out of the park. Its first bytes are read here: with some, it goes on
+    /// with its requests on `serving`'s thread, its socket registered with that thread's
+    /// reactor; at its client's end (or a reset) it is closed, with no task or buffer made
+    /// for it; with none yet it is given back, to be parked again. One whose deadline
+    /// passed is closed and counted as an idle connection that timed out is.
     async fn unpark(
         &self,
         app: &Arc<Listener>,
-        out: std::io::Result<Out<super::Resume>>,
+        out: std::io::Result<Out<Resume>>,
         serving: &Handle,
-    ) {
+    ) -> Option<ToPark> {
         match out {
             Ok(Out::Readable {
-                socket,
+                mut socket,
                 until,
                 with,
             }) => {
+                let mut first = [0u8; IDLE_READ];
+                let n = match socket.read(&mut first) {
+                    Ok(0) => return None,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        return Some((socket, until, with));
+                    }
+                    Err(_) => return None,
+                };
                 let io = {
                     let _serving = serving.enter();
                     TcpStream::from_std(socket)
                 };
                 match io {
                     Ok(io) => {
-                        serving.spawn(app.clone().resumed(io, until, with));
+                        serving.spawn(app.clone().resumed(io, until, with, &first[..n]));
                     }
                     Err(e) => error!(
                         "{}: a parked connection could not be served: {e}",
@@ -134,6 +169,7 @@ impl AcceptLoop {
                 tokio::time::sleep(OUT_OF_FDS_PAUSE).await;
             }
         }
+        None
     }
 }
 
@@ -170,24 +206,13 @@ impl Service for AcceptLoop {
                     None => std::future::pending().await,
                 }
             };
-            let accepted = tokio::select! {
-                accepted = accept_for(&socket, &serving) => accepted,
-                Some((socket, until, resume)) = parked.recv() => {
-                    if let Some(park) = park.as_mut() {
-                        if let Err(e) = park.put(socket, until, resume) {
-                            error!("{}: an idle connection could not be parked: {e}", self.name);
-                        }
-                        parked_gauge.set(park.len() as i64);
-                    }
-                    continue;
+            let to_park = tokio::select! {
+                accepted = accept_for(&socket, &serving) => {
+                    self.serve(&app, accepted, &serving).await;
+                    None
                 }
-                out = next_parked => {
-                    self.unpark(&app, out, &serving).await;
-                    if let Some(park) = park.as_ref() {
-                        parked_gauge.set(park.len() as i64);
-                    }
-                    continue;
-                }
+                Some(to_park) = parked.recv() => Some(to_park),
+                out = next_parked => self.unpark(&app, out, &serving).await,
                 changed = shutdown.changed() => {
                     if changed.is_err() || *shutdown.borrow() {
                         info!("Shutting down {key}");
@@ -196,19 +221,13 @@ impl Service for AcceptLoop {
                     continue;
                 }
             };
-            match accepted {
-                Ok((io, peer)) => {
-                    let _ = io.set_nodelay(true);
-                    let stream = Box::new(TcpClient::new(io, peer));
-                    let task = app.clone().task(stream);
-                    serving.spawn(task);
+            if let (Some(park), Some((socket, until, resume))) = (park.as_mut(), to_park) {
+                if let Err(e) = park.put(socket, until, resume) {
+                    error!("{}: an idle connection could not be parked: {e}", self.name);
                 }
-                Err(e) => {
-                    error!("{}: accept() failed: {e}", self.name);
-                    if e.raw_os_error() == Some(libc::EMFILE) {
-                        tokio::time::sleep(OUT_OF_FDS_PAUSE).await;
-                    }
-                }
+            }
+            if let Some(park) = park.as_ref() {
+                parked_gauge.set(park.len() as i64);
             }
         }
         // Parked connections close with the park, as idle ones close when the server stops.

@@ -100,7 +100,7 @@ impl Listener {
         Ok(())
     }
 
-    /// A parked connection whose next bytes came (or whose client closed), on a socket
+    /// A parked connection whose next request's first bytes, `first`, came, on a socket
     /// registered with the serving thread's reactor: its requests, in a new task, as from
     /// its wait (its head deadline goes on).
     pub(super) fn resumed(
@@ -108,6 +108,7 @@ impl Listener {
         io: tokio::net::TcpStream,
         until: Instant,
         resume: Resume,
+        first: &[u8],
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let Resume {
             peer,
@@ -121,7 +122,7 @@ impl Listener {
         let addresses = tcp::addresses(&stream);
         let limited = HeadLimited::new(stream, budget.clone());
         let c = EngineConn {
-            held: Held::Busy(Conn::new(Box::new(limited), addresses)),
+            held: Held::Busy(Conn::starting_with(Box::new(limited), addresses, first)),
             budget,
             until,
             _open,
