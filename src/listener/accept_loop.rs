@@ -230,8 +230,10 @@ impl Service for AcceptLoop {
                 parked_gauge.set(park.len() as i64);
             }
         }
-        // Parked connections close with the park, as idle ones close when the server stops.
+        // Parked connections close with the park, as idle ones close when the server stops;
+        // so do those on their way to it, and any sent later (the channel is closed).
         drop(park);
+        drop(parked);
         parked_gauge.set(0);
         drop(socket);
         pingora_core::apps::ServerApp::cleanup(&*app).await;
