@@ -323,6 +323,16 @@ mod tests {
         });
     }
 
+    /// A parked connection's slot, with what the listener parks with it, stays at the size
+    /// the docs give (DESIGN §10, docs/performance.md).
+    #[test]
+    fn a_slot_is_80_bytes_and_a_deadline_32() {
+        let slot = std::mem::size_of::<Slot<crate::listener::Resume>>();
+        let deadline = std::mem::size_of::<Reverse<(Instant, u64, usize)>>();
+        assert!(slot <= 80, "{slot}");
+        assert_eq!(deadline, 32);
+    }
+
     /// Slots are reused; the deadline entries of sockets given back are swept, not kept
     /// one per park for as long as the park lives.
     #[test]
