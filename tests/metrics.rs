@@ -158,6 +158,13 @@ async fn a_scrape_passes_promtool_and_counts_what_happened() {
         allocated > 0.0 && allocated <= active && active <= resident,
         "{allocated} {active} {resident}"
     );
+    // What jemalloc holds beside the objects' pages: its own metadata (some of it mapped
+    // but not touched yet) and freed pages not returned yet, each within what it holds.
+    let (metadata, dirty) = (heap("metadata"), heap("dirty"));
+    assert!(
+        metadata > 0.0 && metadata < resident && active + dirty <= resident,
+        "active {active}, metadata {metadata}, dirty {dirty} of {resident}"
+    );
     // Its small objects by size class, read at the same moment: within `allocated`.
     let objects: f64 = text
         .lines()

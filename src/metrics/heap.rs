@@ -1,7 +1,8 @@
 //! The heap as jemalloc, tether's allocator, sees it, read at each scrape
 //! (`tether_heap_bytes{kind}`): `allocated`, the bytes tether's objects hold; `active`,
 //! the pages those objects sit in; `resident`, what jemalloc holds in memory (its own
-//! metadata and freed pages not returned yet included). Beside `process_resident_memory_bytes`
+//! metadata and freed pages not returned yet included); `metadata`, jemalloc's own; `dirty`,
+//! freed pages it has not returned yet. Beside `process_resident_memory_bytes`
 //! it tells tether's own objects from the allocator's slack. And the live objects of each
 //! of jemalloc's small size classes (`tether_heap_objects{size}`): what the heap is made
 //! of (`bench/run` divides their growth by its open connections: the objects of one).
@@ -56,13 +57,18 @@ impl Collector for Heap {
     fn collect(&self) -> Vec<proto::MetricFamily> {
         // jemalloc's statistics are a snapshot taken when its epoch advances.
         if epoch::advance().is_ok() {
+            // Freed pages not returned yet, counted in pages of all arenas.
+            let page = read::<usize>("arenas.page\0").unwrap_or(4096);
+            let dirty = read::<usize>(&format!("stats.arenas.{ALL_ARENAS}.pdirty\0"));
             let read = [
-                ("allocated", stats::allocated::read()),
-                ("active", stats::active::read()),
-                ("resident", stats::resident::read()),
+                ("allocated", stats::allocated::read().ok()),
+                ("active", stats::active::read().ok()),
+                ("resident", stats::resident::read().ok()),
+                ("metadata", stats::metadata::read().ok()),
+                ("dirty", dirty.map(|pages| pages * page)),
             ];
             for (kind, value) in read {
-                if let Ok(value) = value {
+                if let Some(value) = value {
                     let value = i64::try_from(value).unwrap_or(i64::MAX);
                     self.bytes.with_label_values(&[kind]).set(value);
                 }
