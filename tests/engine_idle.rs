@@ -16,6 +16,11 @@ use std::time::{Duration, Instant};
 
 /// Reads one answer (head and `Content-Length` body) from `conn`: its status line.
 fn answer(conn: &mut impl Read) -> String {
+    head(conn).lines().next().unwrap().to_string()
+}
+
+/// Reads one answer (head and `Content-Length` body): its head.
+fn head(conn: &mut impl Read) -> String {
     let mut got = Vec::new();
     let mut byte = [0u8; 1];
     while !got.ends_with(b"\r\n\r\n") {
@@ -27,17 +32,18 @@ fn answer(conn: &mut impl Read) -> String {
         got.push(byte[0]);
     }
     let head = String::from_utf8(got).unwrap();
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse().unwrap())
-        })
-        .expect("a Content-Length");
-    let mut body = vec![0; len];
+    let mut body = vec![0; field(&head, "content-length").parse().unwrap()];
     conn.read_exact(&mut body).unwrap();
-    head.lines().next().unwrap().to_string()
+    head
+}
+
+fn field(head: &str, name: &str) -> String {
+    head.lines()
+        .find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no {name} in {head}"))
 }
 
 /// Three requests on `conn`, waiting past the grace after the first two: their statuses.
@@ -128,33 +134,6 @@ async fn parked_becomes(metrics: SocketAddr, n: i64) -> i64 {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// Reads one answer (head and `Content-Length` body): its head.
-fn head(conn: &mut impl Read) -> String {
-    let mut got = Vec::new();
-    let mut byte = [0u8; 1];
-    while !got.ends_with(b"\r\n\r\n") {
-        assert_eq!(
-            conn.read(&mut byte).unwrap(),
-            1,
-            "closed in a head: {got:?}"
-        );
-        got.push(byte[0]);
-    }
-    let head = String::from_utf8(got).unwrap();
-    let mut body = vec![0; field(&head, "content-length").parse().unwrap()];
-    conn.read_exact(&mut body).unwrap();
-    head
-}
-
-fn field(head: &str, name: &str) -> String {
-    head.lines()
-        .find_map(|l| {
-            let (n, v) = l.split_once(':')?;
-            n.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
-        })
-        .unwrap_or_else(|| panic!("no {name} in {head}"))
 }
 
 /// Many connections idle at once are parked (their tasks end), and each one's next request
