@@ -137,7 +137,7 @@ async fn parked_becomes(metrics: SocketAddr, n: i64) -> i64 {
 }
 
 /// Many connections idle at once are parked (their tasks end), and each one's next request
-/// comes back on it, for its own session, on the server that holds it.
+/// comes back on it, for its own session, on the server that holds it; three times over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_plain_connections_are_parked_and_each_served_again_as_its_own() {
     let sims = tomcats(2).await;
@@ -163,31 +163,42 @@ async fn idle_plain_connections_are_parked_and_each_served_again_as_its_own() {
     })
     .await
     .unwrap();
-    assert_eq!(parked_becomes(metrics, N as i64).await, N as i64);
-    let answers = tokio::task::spawn_blocking(move || {
-        // Backwards: the last parked wakes first.
-        conns
-            .into_iter()
-            .rev()
-            .map(|(mut conn, id)| {
-                let request =
-                    format!("GET /b HTTP/1.1\r\nHost: a.test\r\nCookie: JSESSIONID={id}\r\n\r\n");
-                conn.write_all(request.as_bytes()).unwrap();
-                let head = head(&mut conn);
-                (
-                    id,
-                    field(&head, "x-session-id"),
-                    field(&head, "x-session-count"),
-                )
-            })
-            .collect::<Vec<_>>()
-    })
-    .await
-    .unwrap();
-    for (id, got, count) in &answers {
-        assert_eq!((got, count.as_str()), (id, "2"), "{answers:?}");
+    // Three times over: parked, woken in turn (backwards: the last parked first), parked.
+    let mut conns = conns;
+    for round in 2..=4 {
+        assert_eq!(
+            parked_becomes(metrics, N as i64).await,
+            N as i64,
+            "round {round}"
+        );
+        let (back, answers) = tokio::task::spawn_blocking(move || {
+            let answers = conns
+                .iter_mut()
+                .rev()
+                .map(|(conn, id)| {
+                    let request = format!(
+                        "GET /b HTTP/1.1\r\nHost: a.test\r\nCookie: JSESSIONID={id}\r\n\r\n"
+                    );
+                    conn.write_all(request.as_bytes()).unwrap();
+                    let head = head(conn);
+                    (
+                        id.clone(),
+                        field(&head, "x-session-id"),
+                        field(&head, "x-session-count"),
+                    )
+                })
+                .collect::<Vec<_>>();
+            (conns, answers)
+        })
+        .await
+        .unwrap();
+        conns = back;
+        let count = round.to_string();
+        for (id, got, n) in &answers {
+            assert_eq!((got, n), (id, &count), "round {round}: {answers:?}");
+        }
     }
-    assert_eq!(sims.iter().map(|s| s.requests()).sum::<u64>(), 2 * N as u64);
+    assert_eq!(sims.iter().map(|s| s.requests()).sum::<u64>(), 4 * N as u64);
     // Each connection was served again and waits in its task now (within the grace).
     assert_eq!(parked(metrics).await, 0);
 }
@@ -242,9 +253,10 @@ async fn parked_connections_close_at_their_deadline_and_at_the_stop() {
     conn.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     assert_eq!(conn.read(&mut [0u8; 1]).unwrap(), 0, "closed");
+    // Due 3 s after the answer was sent, which the client read a moment later.
     let closed_after = asked.elapsed();
     assert!(
-        closed_after >= Duration::from_millis(2900) && closed_after < Duration::from_secs(6),
+        closed_after >= Duration::from_millis(2500) && closed_after < Duration::from_secs(6),
         "{closed_after:?}"
     );
     assert_eq!(parked(metrics).await, 0);
