@@ -295,44 +295,49 @@ impl Listener {
     pub fn task(self: Arc<Self>, stream: Stream) -> impl Future<Output = ()> + Send + 'static {
         // The box is freed when its await ends, before the engine's requests.
         let setup = Box::pin(Self::connection(self.clone(), stream));
+        self.run(setup)
+    }
+
+    /// A connection's requests after `setup` (a new connection's, or a parked one's
+    /// record, ready), until it ends or is parked. One future around `self` and `setup`,
+    /// the loop inline: a nested `async fn` would keep its arguments again, which took the
+    /// task past jemalloc's 384-byte class.
+    fn run(
+        self: Arc<Self>,
+        setup: Pin<Box<impl Future<Output = Setup> + Send + 'static>>,
+    ) -> impl Future<Output = ()> + Send + 'static {
         // Each poll reads the clock at most once, for every deadline and duration in it.
         crate::poll_time::PollTimed::new(async move {
-            let c = match setup.await {
+            let mut c = match setup.await {
                 Setup::Done(again) => return self.serve_again(again),
                 Setup::Engine(c) => c,
             };
-            self.requests(c).await
-        })
-    }
-
-    /// An engine connection's requests, busy runs and the waits between them, until it
-    /// ends or is parked.
-    async fn requests(self: Arc<Self>, mut c: EngineConn) {
-        loop {
-            if let Run::Ended(again) = self.engine_run(&mut c).await {
-                return self.serve_again(again);
-            }
-            c = match self.park(c) {
-                Ok(()) => return,
-                Err(c) => c,
-            };
-            // The same request's head deadline goes on.
-            let woke = match &self.engine {
-                Some(engine) => engine.idle(&mut c.held, c.until).await,
-                None => return,
-            };
-            if c.budget.take_exceeded() {
-                metrics::client_closed(&self.name, "request_head_too_large");
-            }
-            match woke {
-                Woke::Request => {}
-                Woke::TimedOut => {
-                    metrics::client_closed(&self.name, "request_head_timeout");
-                    return;
+            loop {
+                if let Run::Ended(again) = self.engine_run(&mut c).await {
+                    return self.serve_again(again);
                 }
-                Woke::Closed | Woke::Stopping => return,
+                c = match self.park(c) {
+                    Ok(()) => return,
+                    Err(c) => c,
+                };
+                // The same request's head deadline goes on.
+                let woke = match &self.engine {
+                    Some(engine) => engine.idle(&mut c.held, c.until).await,
+                    None => return,
+                };
+                if c.budget.take_exceeded() {
+                    metrics::client_closed(&self.name, "request_head_too_large");
+                }
+                match woke {
+                    Woke::Request => {}
+                    Woke::TimedOut => {
+                        metrics::client_closed(&self.name, "request_head_timeout");
+                        return;
+                    }
+                    Woke::Closed | Woke::Stopping => return,
+                }
             }
-        }
+        })
     }
 
     /// A stream given back for reuse is served again, as Pingora's task would (in a task

@@ -7,7 +7,7 @@
 //! when its next bytes come ([`Listener::resumed`]).
 
 use super::tcp::{self, TcpClient};
-use super::{Listener, Open, HEAD};
+use super::{Listener, Open, Setup, HEAD};
 use crate::client_limits;
 use crate::engine::{Conn, Engine, Held, Next};
 use crate::head_limit::{HeadBudget, HeadLimited};
@@ -128,7 +128,7 @@ impl Listener {
             _open,
             _client,
         };
-        crate::poll_time::PollTimed::new(async move { self.requests(c).await })
+        self.run(Box::pin(std::future::ready(Setup::Engine(c))))
     }
 
     /// One busy run of the connection's requests through tether's engine, until it waits
