@@ -12,6 +12,7 @@
 mod answer;
 mod conn;
 mod exchange;
+mod grace;
 mod idle;
 mod plugins;
 mod pool;
@@ -22,5 +23,6 @@ mod upload;
 mod wire;
 
 pub use conn::{Conn, IdleConn, IDLE_READ};
+pub use grace::waiting as waiting_with_buffers;
 pub use idle::{Held, Woke};
-pub use serve::{Engine, Next};
+pub use serve::{Engine, Grace, Next, IDLE_GRACE};

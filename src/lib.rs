@@ -12,6 +12,7 @@ pub mod engine;
 pub mod explain;
 pub mod fast_stop;
 pub mod fleet;
+pub mod free_memory;
 pub mod head_limit;
 pub mod health;
 pub mod http1;

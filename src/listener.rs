@@ -29,8 +29,9 @@ use engine_conn::{EngineConn, Run};
 pub use engine_conn::{Resume, ToPark};
 
 use crate::client_limits;
-use crate::engine::{Engine, Woke};
+use crate::engine::{Engine, Grace, Woke, IDLE_GRACE};
 use crate::metrics;
+use crate::poll_time;
 use crate::proxy::TetherProxy;
 use crate::snapshot::SharedSnapshot;
 use async_trait::async_trait;
@@ -313,16 +314,22 @@ impl Listener {
                 Setup::Engine(c) => c,
             };
             loop {
-                if let Run::Ended(again) = self.engine_run(&mut c).await {
-                    return self.serve_again(again);
-                }
-                c = match self.park(c) {
-                    Ok(()) => return,
-                    Err(c) => c,
+                // The same request's head deadline goes on. A connection that gave its
+                // buffers back before the engine's grace was over waits the rest of it
+                // here; then (its next run is none) it is parked.
+                let wait = match self.engine_run(&mut c).await {
+                    Run::Ended(again) => return self.serve_again(again),
+                    Run::Idle(Grace::Left) => c.until.min(poll_time::now() + IDLE_GRACE),
+                    Run::Idle(Grace::Over) => {
+                        c = match self.park(c) {
+                            Ok(()) => return,
+                            Err(c) => c,
+                        };
+                        c.until
+                    }
                 };
-                // The same request's head deadline goes on.
                 let woke = match &self.engine {
-                    Some(engine) => engine.idle(&mut c.held, c.until).await,
+                    Some(engine) => engine.idle(&mut c.held, wait).await,
                     None => return,
                 };
                 if c.budget.take_exceeded() {
@@ -330,6 +337,8 @@ impl Listener {
                 }
                 match woke {
                     Woke::Request => {}
+                    // The grace is over, not the head's time.
+                    Woke::TimedOut if poll_time::now() < c.until => {}
                     Woke::TimedOut => {
                         metrics::client_closed(&self.name, "request_head_timeout");
                         return;

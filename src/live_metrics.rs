@@ -1,6 +1,7 @@
 //! Gauges read from live state at scrape time: server health, state, weight and requests
 //! in flight, live sessions (a scan of each cluster's session table), and each WebSphere
-//! partition table's size and `$WSPT` counters.
+//! partition table's size and `$WSPT` counters; and the engine's connections that wait
+//! with their buffers.
 
 use crate::config::ServerState;
 use crate::routing::Health;
@@ -27,6 +28,7 @@ struct Families {
     ejected: IntGaugeVec,
     fleet_live: IntGaugeVec,
     ejections: IntCounterVec,
+    buffered_idle: IntGaugeVec,
 }
 
 /// A Prometheus collector over the current routing snapshot.
@@ -116,6 +118,12 @@ impl LiveCollector {
                 "Live sessions dropped from a full session table (counts then undercount).",
                 &["cluster"],
             ),
+            buffered_idle: gauge(
+                "tether_engine_buffered_idle_connections",
+                "Kept-alive HTTP/1 engine connections waiting for their next request with their \
+                 buffers (at most server.idle_buffers_per_thread per worker thread, for a second).",
+                &[],
+            ),
         };
         let descs = [
             families.up.desc(),
@@ -134,6 +142,7 @@ impl LiveCollector {
             families.ejected.desc(),
             families.fleet_live.desc(),
             families.ejections.desc(),
+            families.buffered_idle.desc(),
         ]
         .into_iter()
         .flatten()
@@ -164,6 +173,7 @@ impl Collector for LiveCollector {
             &f.empty_in,
             &f.ejected,
             &f.fleet_live,
+            &f.buffered_idle,
         ];
         all.iter().for_each(|v| v.reset());
         let counters = [
@@ -176,6 +186,10 @@ impl Collector for LiveCollector {
             &f.ejections,
         ];
         counters.iter().for_each(|v| v.reset());
+        let waiting = crate::engine::waiting_with_buffers();
+        f.buffered_idle
+            .with_label_values::<&str>(&[])
+            .set(i64::try_from(waiting).unwrap_or(i64::MAX));
         let snapshot = self.snapshot.load();
         for router in snapshot.clusters.iter() {
             let c = router.name.as_str();

@@ -12,23 +12,6 @@ use tether::service::{build_server, RunOptions};
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// Gives jemalloc a thread that returns freed memory to the system on time (its
-/// `dirty_decay_ms`, 10 s), as a background service: after daemonizing, since a `fork`
-/// turns jemalloc's background threads off in the child. Without it, memory is returned
-/// only while requests come: 10,000 connections that went idle held 12.4 KiB each of
-/// resident memory instead of about 6 KiB (bench/run's memory figures).
-struct ReturnFreedMemory;
-
-#[async_trait::async_trait]
-impl pingora_core::services::background::BackgroundService for ReturnFreedMemory {
-    async fn start(&self, _shutdown: pingora_core::server::ShutdownWatch) {
-        let one = tikv_jemalloc_ctl::max_background_threads::write(1);
-        if let Err(e) = one.and_then(|()| tikv_jemalloc_ctl::background_thread::write(true)) {
-            log::warn!("jemalloc's background thread did not start ({e}): freed memory is returned to the system only while requests come");
-        }
-    }
-}
-
 #[derive(Parser)]
 #[command(
     name = "tether",
@@ -257,7 +240,7 @@ fn main() -> ExitCode {
             tether::metrics::register_heap();
             server.add_service(pingora_core::services::background::background_service(
                 "allocator",
-                ReturnFreedMemory,
+                tether::free_memory::ReturnFreedMemory,
             ));
             server.run(pingora_core::server::RunArgs::default());
             // Pingora cancels background tasks at shutdown; the last save happens here,

@@ -184,6 +184,7 @@ pub fn build_server(
                 &listener.name,
                 access_log.clone(),
                 ConnectorOptions::from_server_conf(&server.configuration),
+                config.server.idle_buffers_per_thread,
             )
         });
         let app = Listener::new(

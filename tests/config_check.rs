@@ -375,6 +375,10 @@ fn every_duration_and_count_is_bounded() {
             "server:\n  upstream_keepalive_pool_size: 99999999\n",
             "server.upstream_keepalive_pool_size",
         ),
+        (
+            "server:\n  idle_buffers_per_thread: 99999999\n",
+            "server.idle_buffers_per_thread",
+        ),
         ("watch_config: 0s\n", "watch_config"),
         ("watch_config: 1000h\n", "watch_config"),
     ];

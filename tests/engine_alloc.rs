@@ -156,7 +156,14 @@ fn serve_and_count(tls: bool) {
     let acceptor =
         tether::tls::build_listeners(&config).expect("the test's certificate")[0].clone();
     assert_eq!(acceptor.is_some(), tls, "the listener's TLS as configured");
-    let engine = Engine::new(snapshot, 0, "web", None, ConnectorOptions::new(8));
+    let engine = Engine::new(
+        snapshot,
+        0,
+        "web",
+        None,
+        ConnectorOptions::new(8),
+        config.server.idle_buffers_per_thread,
+    );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

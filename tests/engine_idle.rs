@@ -274,3 +274,109 @@ async fn parked_connections_close_at_their_deadline_and_at_the_stop() {
     conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     assert_eq!(conn.read(&mut [0u8; 1]).unwrap(), 0, "closed at the stop");
 }
+
+/// `tether_engine_buffered_idle_connections` in a scrape.
+async fn buffered(metrics: SocketAddr) -> i64 {
+    let scrape = common::scrape(metrics).await;
+    scrape
+        .lines()
+        .find_map(|l| l.strip_prefix("tether_engine_buffered_idle_connections "))
+        .unwrap_or_else(|| panic!("no buffered idle gauge in {scrape}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// `n` connections to `addr`, each with one request answered: the connection and its
+/// session.
+async fn sessions(addr: SocketAddr, n: usize) -> Vec<(TcpStream, String)> {
+    tokio::task::spawn_blocking(move || {
+        (0..n)
+            .map(|_| {
+                let mut conn = TcpStream::connect(addr).unwrap();
+                conn.write_all(b"GET /a HTTP/1.1\r\nHost: a.test\r\n\r\n")
+                    .unwrap();
+                let id = field(&head(&mut conn), "x-session-id");
+                (conn, id)
+            })
+            .collect()
+    })
+    .await
+    .unwrap()
+}
+
+/// Each connection's next request, for its session: the session and count each answer
+/// names.
+async fn again(mut conns: Vec<(TcpStream, String)>) -> (Vec<(TcpStream, String)>, Vec<String>) {
+    tokio::task::spawn_blocking(move || {
+        let answers = conns
+            .iter_mut()
+            .map(|(conn, id)| {
+                let request =
+                    format!("GET /b HTTP/1.1\r\nHost: a.test\r\nCookie: JSESSIONID={id}\r\n\r\n");
+                conn.write_all(request.as_bytes()).unwrap();
+                let head = head(conn);
+                format!(
+                    "{} {}",
+                    field(&head, "x-session-id"),
+                    field(&head, "x-session-count")
+                )
+            })
+            .collect();
+        (conns, answers)
+    })
+    .await
+    .unwrap()
+}
+
+/// Within the grace (a second), connections that wait for their next request keep their
+/// buffers, up to `server.idle_buffers_per_thread` of them per thread; then they give
+/// them back and are parked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_connections_keep_their_buffers_for_the_grace() {
+    let sims = tomcats(1).await;
+    let t = Tether::start_with(Opts {
+        cluster: format!("    servers:\n{}", server_line(&sims[0], "")),
+        metrics: true,
+        listener_extra: "    http1: engine\n".to_string(),
+        ..Opts::default()
+    });
+    let metrics = t.metrics.unwrap();
+    const N: usize = 10;
+    let conns = sessions(t.addr, N).await;
+    assert_eq!(buffered(metrics).await, N as i64);
+    assert_eq!(parked_becomes(metrics, N as i64).await, N as i64);
+    assert_eq!(buffered(metrics).await, 0);
+    drop(conns);
+}
+
+/// Past `server.idle_buffers_per_thread` (here none), a connection that must wait gives
+/// its buffers back at once, waits out the grace in its task (its next request within it
+/// is served from there, for its own session), and is parked after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_places_in_the_grace_a_connection_gives_its_buffers_back_at_once() {
+    let sims = tomcats(1).await;
+    let t = Tether::start_with(Opts {
+        cluster: format!("    servers:\n{}", server_line(&sims[0], "")),
+        metrics: true,
+        listener_extra: "    http1: engine\n".to_string(),
+        server_extra: "  idle_buffers_per_thread: 0\n".to_string(),
+        ..Opts::default()
+    });
+    let metrics = t.metrics.unwrap();
+    const N: usize = 10;
+    let conns = sessions(t.addr, N).await;
+    let asked = Instant::now();
+    assert_eq!(buffered(metrics).await, 0);
+    let (conns, answers) = again(conns).await;
+    let expected: Vec<String> = conns.iter().map(|(_, id)| format!("{id} 2")).collect();
+    assert_eq!(answers, expected);
+    // Served from their tasks: none was parked within the grace.
+    if asked.elapsed() < Duration::from_millis(800) {
+        assert_eq!(parked(metrics).await, 0);
+    }
+    assert_eq!(parked_becomes(metrics, N as i64).await, N as i64);
+    let (_conns, answers) = again(conns).await;
+    assert!(answers.iter().all(|a| a.ends_with(" 3")), "{answers:?}");
+    assert_eq!(sims[0].requests(), 3 * N as u64);
+}

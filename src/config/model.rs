@@ -135,6 +135,9 @@ pub struct ServerSettings {
     pub user: Option<String>,
     pub group: Option<String>,
     pub upstream_keepalive_pool_size: usize,
+    /// Kept-alive connections per worker thread that keep their buffers while they wait
+    /// up to a second for their next request (tether's engine, `engine/grace.rs`).
+    pub idle_buffers_per_thread: usize,
 }
 
 impl Default for ServerSettings {
@@ -151,6 +154,7 @@ impl Default for ServerSettings {
             user: None,
             group: None,
             upstream_keepalive_pool_size: 128,
+            idle_buffers_per_thread: 256,
         }
     }
 }

@@ -61,6 +61,7 @@ pub struct RawServerSettings {
     pub user: Option<String>,
     pub group: Option<String>,
     pub upstream_keepalive_pool_size: Option<usize>,
+    pub idle_buffers_per_thread: Option<usize>,
 }
 
 #[derive(Deserialize)]

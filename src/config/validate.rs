@@ -255,6 +255,12 @@ fn server_settings(raw: RawServerSettings, check: &mut Check) -> ServerSettings 
             .unwrap_or(d.upstream_keepalive_pool_size),
         0..=1_000_000,
     );
+    let idle_buffers_per_thread = check.count(
+        "server.idle_buffers_per_thread",
+        raw.idle_buffers_per_thread
+            .unwrap_or(d.idle_buffers_per_thread),
+        0..=1_000_000,
+    );
     // The old and the new process of an upgrade must find these at the same place.
     for (field, value) in [
         ("pid_file", &raw.pid_file),
@@ -279,6 +285,7 @@ fn server_settings(raw: RawServerSettings, check: &mut Check) -> ServerSettings 
         user: raw.user,
         group: raw.group,
         upstream_keepalive_pool_size,
+        idle_buffers_per_thread,
     }
 }
 

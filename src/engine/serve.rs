@@ -7,6 +7,7 @@
 use super::answer;
 use super::conn::{to_client, Conn, IdleConn};
 use super::exchange::Request;
+use super::grace::Place;
 use super::idle::{Held, IdleWait};
 use super::upload::{Stop, Upload};
 use crate::access_log::AccessLog;
@@ -23,8 +24,20 @@ use tokio::sync::Notify;
 
 /// How long a kept-alive connection waits for its next request with its buffers; then it
 /// gives them back until the request comes (nginx frees them at once; a grace keeps a
-/// busy connection's requests free of allocations).
-const IDLE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+/// busy connection's requests free of allocations). Past its thread's places
+/// (`grace.rs`) it gives them back at once, and waits this long in its task before it is
+/// parked.
+pub const IDLE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Where an idle connection ([`Next::Idle`]) is in its grace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grace {
+    /// It waited [`IDLE_GRACE`] with its buffers.
+    Over,
+    /// It gave them back at once (no place was left in its thread's grace, `grace.rs`):
+    /// [`IDLE_GRACE`] is still the time to wait in its task before it is parked.
+    Left,
+}
 
 /// The engine of one listener.
 pub struct Engine {
@@ -36,6 +49,9 @@ pub struct Engine {
     pub(super) connector: TransportConnector,
     /// Most idle connections kept per server and thread.
     pool_size: usize,
+    /// Most connections per thread that wait for their next request with their buffers
+    /// (`server.idle_buffers_per_thread`).
+    idle_buffers: usize,
     stopping: AtomicBool,
     shutdown: Notify,
     /// Requests served here, and handed over.
@@ -47,9 +63,9 @@ pub enum Next {
     /// The connection carries the next request.
     KeepAlive(Box<Conn>),
     Close,
-    /// The connection waited [`IDLE_GRACE`] for its next request and gave its buffers back:
-    /// its next bytes are awaited with [`Engine::idle`], outside this request's future.
-    Idle(Box<IdleConn>),
+    /// The connection waits for its next request and gave its buffers back: its next
+    /// bytes are awaited with [`Engine::idle`], outside this request's future.
+    Idle(Box<IdleConn>, Grace),
     /// Not one for the engine: a session that reads the same request again from the
     /// bytes already read, for pingora-proxy.
     Handover(Box<ServerSession>),
@@ -62,10 +78,12 @@ impl Engine {
         name: &str,
         access_log: Option<Arc<AccessLog>>,
         options: ConnectorOptions,
+        idle_buffers: usize,
     ) -> Self {
         let pool_size = options.keepalive_pool_size;
         Engine {
             pool_size,
+            idle_buffers,
             snapshot,
             listener,
             name: name.into(),
@@ -103,11 +121,12 @@ impl Engine {
             }
             // The head's size is bounded by the listener's stream (`HeadLimited`), which
             // answers 431 itself and ends the reads. A connection that waits for its next
-            // request longer than `IDLE_GRACE` gives its buffers back and returns
-            // (`Next::Idle`): the listener waits for it without this request's future.
+            // request longer than `IDLE_GRACE`, or must wait when its thread's grace has no
+            // place left, gives its buffers back and returns (`Next::Idle`): the listener
+            // waits for it without this request's future.
             let read = if c.end > 0 {
                 c.read_more(usize::MAX).await
-            } else {
+            } else if let Some(_place) = Place::take(self.idle_buffers) {
                 let read = tokio::select! {
                     biased;
                     r = crate::poll_time::timeout(IDLE_GRACE, c.read_more(usize::MAX)) => r,
@@ -115,7 +134,19 @@ impl Engine {
                 };
                 match read {
                     Ok(r) => r,
-                    Err(_) => return Next::Idle(c.shed()),
+                    Err(_) => return Next::Idle(c.shed(), Grace::Over),
+                }
+            } else {
+                // No place left in this thread's grace: the read is tried once, and a
+                // connection that must wait gives its buffers back now.
+                let read = tokio::select! {
+                    biased;
+                    r = c.read_more(usize::MAX) => Some(r),
+                    () = std::future::ready(()) => None,
+                };
+                match read {
+                    Some(r) => r,
+                    None => return Next::Idle(c.shed(), Grace::Left),
                 }
             };
             match read {

@@ -2,14 +2,14 @@
 //! requests, each in a box while it lasts; between them the connection's task waits for
 //! the next request (`Listener::task`), and that wait is then the whole of its future (a
 //! few hundred bytes, as nginx keeps a waiting connection in a few hundred bytes). A plain
-//! TCP connection does not wait in its task: it is parked ([`Listener::park`]) in its
-//! listener's accept loop (`park.rs`), with no task at all, and served again in a new task
-//! when its next bytes come ([`Listener::resumed`]).
+//! TCP connection waits there no longer than the engine's grace: then it is parked
+//! ([`Listener::park`]) in its listener's accept loop (`park.rs`), with no task at all, and
+//! served again in a new task when its next bytes come ([`Listener::resumed`]).
 
 use super::tcp::{self, TcpClient};
 use super::{Listener, Open, Setup, HEAD};
 use crate::client_limits;
-use crate::engine::{Conn, Engine, Held, Next};
+use crate::engine::{Conn, Engine, Grace, Held, Next};
 use crate::head_limit::{HeadBudget, HeadLimited};
 use pingora_core::protocols::{Stream, UniqueID};
 use std::net::SocketAddr;
@@ -47,8 +47,9 @@ pub type ToPark = (std::net::TcpStream, Instant, Resume);
 
 /// How a busy run ended.
 pub(super) enum Run {
-    /// The connection waits for its next request (its buffers given back).
-    Idle,
+    /// The connection waits for its next request (its buffers given back), the engine's
+    /// grace over or still to wait.
+    Idle(Grace),
     /// The connection ended; or, handed over to Pingora's proxy, a stream to serve again.
     Ended(Option<Stream>),
 }
@@ -132,9 +133,12 @@ impl Listener {
     }
 
     /// One busy run of the connection's requests through tether's engine, until it waits
-    /// for its next request past the engine's grace, or ends. A request the engine does
+    /// for its next request without its buffers (an idle one has no run), or ends. A request the engine does
     /// not take is handed over: the connection then goes on with Pingora's proxy.
     pub(super) async fn engine_run(&self, c: &mut EngineConn) -> Run {
+        if matches!(c.held, Held::Idle(_)) {
+            return Run::Idle(Grace::Over);
+        }
         let (Some(engine), Held::Busy(conn)) = (
             self.engine.as_ref(),
             std::mem::replace(&mut c.held, Held::Gone),
@@ -146,9 +150,9 @@ impl Listener {
             self.engine_busy(engine, conn, &c.budget, &mut c.until),
         ));
         match busy.await {
-            Some(Next::Idle(idle)) => {
+            Some(Next::Idle(idle, grace)) => {
                 c.held = Held::Idle(idle);
-                Run::Idle
+                Run::Idle(grace)
             }
             // The handed-over head was read already; Pingora's proxy lifts its deadline.
             Some(Next::Handover(session)) => {

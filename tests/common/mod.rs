@@ -181,6 +181,8 @@ pub struct Opts {
     pub listener_plugins: String,
     /// More YAML fields of the listener (indented 4), e.g. `limits:`.
     pub listener_extra: String,
+    /// More YAML fields of `server:` (indented 2).
+    pub server_extra: String,
     /// More listeners (YAML list items, indented 2), after `web`.
     pub extra_listeners: String,
     /// Leave out `web`'s default cluster (its routes decide).
@@ -230,11 +232,12 @@ impl Tether {
             }
             let yaml = format!(
                 "server:\n  threads: 2\n  grace_period_seconds: 0\n  graceful_shutdown_timeout_seconds: 1\n  \
-                 pid_file: {d}/tether.pid\n  upgrade_sock: {d}/upgrade.sock\n{top}\
+                 pid_file: {d}/tether.pid\n  upgrade_sock: {d}/upgrade.sock\n{server}{top}\
                  listeners:\n  - name: web\n    address: \"{addr}\"\n{default}{extra}{plugins}{more}\
                  clusters:\n  - name: shop\n{cluster}",
                 d = dir.display(),
                 top = top,
+                server = opts.server_extra,
                 default = if opts.no_default_cluster { "" } else { "    cluster: shop\n" },
                 extra = opts.listener_extra,
                 more = opts.extra_listeners,
