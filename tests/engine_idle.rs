@@ -114,6 +114,19 @@ async fn a_plain_connection_idle_past_the_grace_serves_its_next_requests() {
     assert_eq!(statuses, ["HTTP/1.1 200 OK"; 3]);
 }
 
+/// tether on its engine (whichever path `TETHER_HTTP1` picks for the others), with its
+/// metrics, in front of `servers` (YAML list items), with more fields of the listener and
+/// of `server:`.
+fn on_engine(servers: String, listener: &str, server: &str) -> Tether {
+    Tether::start_with(Opts {
+        cluster: format!("    servers:\n{servers}"),
+        metrics: true,
+        listener_extra: format!("    http1: engine\n{listener}"),
+        server_extra: server.to_string(),
+        ..Opts::default()
+    })
+}
+
 /// `tether_engine_parked_connections` of listener `web` in a scrape.
 async fn parked(metrics: SocketAddr) -> i64 {
     let scrape = common::scrape(metrics).await;
@@ -142,61 +155,26 @@ async fn parked_becomes(metrics: SocketAddr, n: i64) -> i64 {
 async fn idle_plain_connections_are_parked_and_each_served_again_as_its_own() {
     let sims = tomcats(2).await;
     let servers: String = sims.iter().map(|s| server_line(s, "")).collect();
-    let t = Tether::start_with(Opts {
-        cluster: format!("    servers:\n{servers}"),
-        metrics: true,
-        listener_extra: "    http1: engine\n".to_string(),
-        ..Opts::default()
-    });
+    let t = on_engine(servers, "", "");
     let (addr, metrics) = (t.addr, t.metrics.unwrap());
     const N: usize = 40;
-    let conns = tokio::task::spawn_blocking(move || {
-        (0..N)
-            .map(|_| {
-                let mut conn = TcpStream::connect(addr).unwrap();
-                conn.write_all(b"GET /a HTTP/1.1\r\nHost: a.test\r\n\r\n")
-                    .unwrap();
-                let id = field(&head(&mut conn), "x-session-id");
-                (conn, id)
-            })
-            .collect::<Vec<_>>()
-    })
-    .await
-    .unwrap();
-    // Three times over: parked, woken in turn (backwards: the last parked first), parked.
-    let mut conns = conns;
+    let mut conns = sessions(addr, N).await;
+    // Three times over: parked, woken in turn (the last parked first, then the first),
+    // parked.
     for round in 2..=4 {
         assert_eq!(
             parked_becomes(metrics, N as i64).await,
             N as i64,
             "round {round}"
         );
-        let (back, answers) = tokio::task::spawn_blocking(move || {
-            let answers = conns
-                .iter_mut()
-                .rev()
-                .map(|(conn, id)| {
-                    let request = format!(
-                        "GET /b HTTP/1.1\r\nHost: a.test\r\nCookie: JSESSIONID={id}\r\n\r\n"
-                    );
-                    conn.write_all(request.as_bytes()).unwrap();
-                    let head = head(conn);
-                    (
-                        id.clone(),
-                        field(&head, "x-session-id"),
-                        field(&head, "x-session-count"),
-                    )
-                })
-                .collect::<Vec<_>>();
-            (conns, answers)
-        })
-        .await
-        .unwrap();
+        conns.reverse();
+        let (back, answers) = again(conns).await;
         conns = back;
-        let count = round.to_string();
-        for (id, got, n) in &answers {
-            assert_eq!((got, n), (id, &count), "round {round}: {answers:?}");
-        }
+        let expected: Vec<String> = conns
+            .iter()
+            .map(|(_, id)| format!("{id} {round}"))
+            .collect();
+        assert_eq!(answers, expected, "round {round}");
     }
     assert_eq!(sims.iter().map(|s| s.requests()).sum::<u64>(), 4 * N as u64);
     // Each connection was served again and waits in its task now (within the grace).
@@ -208,12 +186,7 @@ async fn idle_plain_connections_are_parked_and_each_served_again_as_its_own() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parked_connection_whose_client_closes_is_let_go_at_once() {
     let sims = tomcats(1).await;
-    let t = Tether::start_with(Opts {
-        cluster: format!("    servers:\n{}", server_line(&sims[0], "")),
-        metrics: true,
-        listener_extra: "    http1: engine\n".to_string(),
-        ..Opts::default()
-    });
+    let t = on_engine(server_line(&sims[0], ""), "", "");
     let metrics = t.metrics.unwrap();
     let mut conn = TcpStream::connect(t.addr).unwrap();
     conn.write_all(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
@@ -232,13 +205,8 @@ async fn a_parked_connection_whose_client_closes_is_let_go_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parked_connections_close_at_their_deadline_and_at_the_stop() {
     let sims = tomcats(1).await;
-    let t = Tether::start_with(Opts {
-        cluster: format!("    servers:\n{}", server_line(&sims[0], "")),
-        metrics: true,
-        listener_extra: "    http1: engine\n    limits:\n      keepalive_timeout: 2s\n      request_head_timeout: 1s\n"
-            .to_string(),
-        ..Opts::default()
-    });
+    let limits = "    limits:\n      keepalive_timeout: 2s\n      request_head_timeout: 1s\n";
+    let t = on_engine(server_line(&sims[0], ""), limits, "");
     let metrics = t.metrics.unwrap();
     let ask = |addr| {
         let mut conn = TcpStream::connect(addr).unwrap();
@@ -335,12 +303,7 @@ async fn again(mut conns: Vec<(TcpStream, String)>) -> (Vec<(TcpStream, String)>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_connections_keep_their_buffers_for_the_grace() {
     let sims = tomcats(1).await;
-    let t = Tether::start_with(Opts {
-        cluster: format!("    servers:\n{}", server_line(&sims[0], "")),
-        metrics: true,
-        listener_extra: "    http1: engine\n".to_string(),
-        ..Opts::default()
-    });
+    let t = on_engine(server_line(&sims[0], ""), "", "");
     let metrics = t.metrics.unwrap();
     const N: usize = 10;
     let conns = sessions(t.addr, N).await;
@@ -356,13 +319,11 @@ async fn waiting_connections_keep_their_buffers_for_the_grace() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_the_places_in_the_grace_a_connection_gives_its_buffers_back_at_once() {
     let sims = tomcats(1).await;
-    let t = Tether::start_with(Opts {
-        cluster: format!("    servers:\n{}", server_line(&sims[0], "")),
-        metrics: true,
-        listener_extra: "    http1: engine\n".to_string(),
-        server_extra: "  idle_buffers_per_thread: 0\n".to_string(),
-        ..Opts::default()
-    });
+    let t = on_engine(
+        server_line(&sims[0], ""),
+        "",
+        "  idle_buffers_per_thread: 0\n",
+    );
     let metrics = t.metrics.unwrap();
     const N: usize = 10;
     let conns = sessions(t.addr, N).await;
