@@ -127,14 +127,20 @@ fn on_engine(servers: String, listener: &str, server: &str) -> Tether {
     })
 }
 
-/// `tether_engine_parked_connections` of listener `web` in a scrape.
-async fn parked(metrics: SocketAddr) -> i64 {
+/// The value of `series` (its name and labels, as printed) in a scrape.
+async fn scraped(metrics: SocketAddr, series: &str) -> Option<i64> {
     let scrape = common::scrape(metrics).await;
-    let key = "tether_engine_parked_connections{listener=\"web\"} ";
+    let prefix = format!("{series} ");
     scrape
         .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .map_or(0, |v| v.trim().parse().unwrap())
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map(|v| v.trim().parse().unwrap())
+}
+
+/// `tether_engine_parked_connections` of listener `web` in a scrape.
+async fn parked(metrics: SocketAddr) -> i64 {
+    let series = "tether_engine_parked_connections{listener=\"web\"}";
+    scraped(metrics, series).await.unwrap_or(0)
 }
 
 /// Waits up to 3 s for the parked count to be `n`: the count it ended at.
@@ -245,14 +251,10 @@ async fn parked_connections_close_at_their_deadline_and_at_the_stop() {
 
 /// `tether_engine_buffered_idle_connections` in a scrape.
 async fn buffered(metrics: SocketAddr) -> i64 {
-    let scrape = common::scrape(metrics).await;
-    scrape
-        .lines()
-        .find_map(|l| l.strip_prefix("tether_engine_buffered_idle_connections "))
-        .unwrap_or_else(|| panic!("no buffered idle gauge in {scrape}"))
-        .trim()
-        .parse()
-        .unwrap()
+    let series = "tether_engine_buffered_idle_connections";
+    scraped(metrics, series)
+        .await
+        .expect("the gauge of buffered idle connections")
 }
 
 /// `n` connections to `addr`, each with one request answered: the connection and its
@@ -344,14 +346,8 @@ async fn past_the_places_in_the_grace_a_connection_gives_its_buffers_back_at_onc
 
 /// `tether_heap_bytes{kind="allocated"}` in a scrape.
 async fn heap_allocated(metrics: SocketAddr) -> i64 {
-    let scrape = common::scrape(metrics).await;
-    scrape
-        .lines()
-        .find_map(|l| l.strip_prefix("tether_heap_bytes{kind=\"allocated\"} "))
-        .unwrap_or_else(|| panic!("no heap figure in {scrape}"))
-        .trim()
-        .parse()
-        .unwrap()
+    let series = "tether_heap_bytes{kind=\"allocated\"}";
+    scraped(metrics, series).await.expect("the heap's figure")
 }
 
 /// An idle TLS connection keeps a read buffer of one TLS record's size, not Pingora's
