@@ -308,8 +308,13 @@ async fn waiting_connections_keep_their_buffers_for_the_grace() {
     let t = on_engine(server_line(&sims[0], ""), "", "");
     let metrics = t.metrics.unwrap();
     const N: usize = 10;
+    let asked = Instant::now();
     let conns = sessions(t.addr, N).await;
-    assert_eq!(buffered(metrics).await, N as i64);
+    let now = buffered(metrics).await;
+    // All within the grace, unless the machine took most of it to open them.
+    if asked.elapsed() < Duration::from_millis(800) {
+        assert_eq!(now, N as i64);
+    }
     assert_eq!(parked_becomes(metrics, N as i64).await, N as i64);
     assert_eq!(buffered(metrics).await, 0);
     drop(conns);
