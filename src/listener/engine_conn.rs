@@ -133,8 +133,9 @@ impl Listener {
     }
 
     /// One busy run of the connection's requests through tether's engine, until it waits
-    /// for its next request without its buffers (an idle one has no run), or ends. A request the engine does
-    /// not take is handed over: the connection then goes on with Pingora's proxy.
+    /// for its next request without its buffers (an idle one has no run), or ends. A
+    /// request the engine does not take is handed over: the connection then goes on with
+    /// Pingora's proxy.
     pub(super) async fn engine_run(&self, c: &mut EngineConn) -> Run {
         if matches!(c.held, Held::Idle(_)) {
             return Run::Idle(Grace::Over);
