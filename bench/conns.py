@@ -2,20 +2,33 @@
 """Opens N keep-alive connections to HOST:PORT, sends one GET on each (with one of 1,000
 session cookies on 90 % of them, as the load test's sessions), reads each response, then
 keeps every connection open until SIGTERM or SIGINT. Prints "open N ok M failed K" once
-all are established."""
+all are established.
+
+    conns.py [--tls] HOST PORT N [ROUTES]
+
+With --tls, each connection is TLS (HTTP/1.1 by ALPN, the certificate not checked)."""
 import asyncio
 import signal
+import ssl
 import sys
 
-HOST, PORT, N = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-ROUTES = sys.argv[4].split(",") if len(sys.argv) > 4 else ["n1", "n2", "n3"]
+ARGS = sys.argv[1:]
+TLS = None
+if ARGS and ARGS[0] == "--tls":
+    ARGS = ARGS[1:]
+    TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    TLS.check_hostname = False
+    TLS.verify_mode = ssl.CERT_NONE
+    TLS.set_alpn_protocols(["http/1.1"])
+HOST, PORT, N = ARGS[0], int(ARGS[1]), int(ARGS[2])
+ROUTES = ARGS[3].split(",") if len(ARGS) > 3 else ["n1", "n2", "n3"]
 SESSIONS = 1000
 BATCH = 250
 
 
 async def one(i, conns):
     try:
-        r, w = await asyncio.wait_for(asyncio.open_connection(HOST, PORT), 30)
+        r, w = await asyncio.wait_for(asyncio.open_connection(HOST, PORT, ssl=TLS), 30)
     except Exception:
         return False
     conns.append(w)

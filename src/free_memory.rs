@@ -1,23 +1,57 @@
-//! Returns the memory tether frees to the system on time, as jemalloc's decay schedule says
-//! (`dirty_decay_ms`, 10 s): jemalloc's background thread, and a decay pass of every arena
-//! each second. A background service, so both start after daemonizing (a `fork` turns
-//! jemalloc's background threads off in the child). For the binary, whose allocator is
-//! jemalloc.
+//! Returns the memory tether frees to the system on time: freed pages go back after about a
+//! second (`dirty_decay_ms`, jemalloc's default 10 s), by jemalloc's background thread and
+//! a decay pass of every arena each second. A background service, so both start after
+//! daemonizing (a `fork` turns jemalloc's background threads off in the child). For the
+//! binary, whose allocator is jemalloc.
 //!
 //! Without the thread, memory is returned only while requests come: 10,000 connections
 //! that went idle held 12.4 KiB each of resident memory instead of about 6 KiB. The thread
 //! alone (started at run time) had not returned a burst of frees 11 s later: the buffers
 //! of the connections that waited for their next request (`engine/grace.rs`, 6 MiB at two
-//! threads), freed together a second after their requests (+0.7 KiB per connection at
-//! 10,000 idle connections; `bench/run`'s memory figures). With the pass, all were back
-//! 13 s after the connections opened.
+//! threads), freed together a second after their requests. With the pass, the pages freed
+//! while 10,000 connections opened (43 MiB at most) went back 6 s after the last, but for
+//! 2.8 MiB freed later, kept for 10 s more: read 15 s after they opened, 10,000 idle
+//! connections were +0.7 to +1.25 KiB each of RSS, of which up to 0.66 KiB were such
+//! pages (`bench/run`'s memory figures). With a 1-s decay they are not kept.
+//!
+//! A shorter decay costs a page fault when a returned page is used again; tether's requests
+//! allocate nothing in the steady state (`engine/conn.rs`), and the purge runs on the
+//! background thread, not a request's.
 
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 use std::time::Duration;
+use tikv_jemalloc_ctl::{arenas, raw};
 
 /// The background service.
 pub struct ReturnFreedMemory;
+
+/// How long jemalloc keeps freed pages before it returns them, in ms.
+const DIRTY_DECAY_MS: isize = 1000;
+
+/// Sets jemalloc's decay time (`dirty_decay_ms`) of the arenas made from now on, and of
+/// each made already; false when jemalloc does not take it.
+fn set_dirty_decay(ms: isize) -> bool {
+    // SAFETY: `arenas.dirty_decay_ms` and `arena.<i>.dirty_decay_ms` are `ssize_t`
+    // (jemalloc's manual, "MALLCTL NAMESPACE").
+    if unsafe { raw::write(b"arenas.dirty_decay_ms\0", ms) }.is_err() {
+        return false;
+    }
+    let mut mib = [0usize; 3];
+    let (Ok(n), Ok(())) = (
+        arenas::narenas::read(),
+        raw::name_to_mib(b"arena.0.dirty_decay_ms\0", &mut mib),
+    ) else {
+        return false;
+    };
+    for arena in 0..n as usize {
+        mib[1] = arena;
+        // An arena no thread has used yet is not made: it takes the default set above.
+        // SAFETY: as above.
+        let _ = unsafe { raw::write_mib(&mib, ms) };
+    }
+    true
+}
 
 /// `arena.<MALLCTL_ARENAS_ALL>.decay`: purges, in every arena, the freed pages whose time
 /// on the decay curve has come.
@@ -45,6 +79,9 @@ impl BackgroundService for ReturnFreedMemory {
         if let Err(e) = one.and_then(|()| tikv_jemalloc_ctl::background_thread::write(true)) {
             log::warn!("jemalloc's background thread did not start ({e}): freed memory is returned to the system only while requests come and each second");
         }
+        if !set_dirty_decay(DIRTY_DECAY_MS) {
+            log::warn!("jemalloc's decay time could not be set: freed memory is returned to the system after its default 10 s");
+        }
         if !decay() {
             log::warn!("jemalloc's decay pass is not available: freed memory is returned to the system on its background thread's schedule");
             return;
@@ -64,10 +101,61 @@ impl BackgroundService for ReturnFreedMemory {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use std::time::Instant;
+    use tikv_jemalloc_ctl::epoch;
+
     #[test]
     fn the_decay_pass_is_one_jemalloc_knows() {
         // A name jemalloc did not know would leave only the background thread, silently
         // but for one warning.
-        assert!(super::decay());
+        assert!(decay());
+    }
+
+    /// Bytes of freed pages jemalloc holds, in all arenas.
+    fn dirty() -> usize {
+        epoch::advance().unwrap();
+        // SAFETY: both are `size_t` statistics (jemalloc's manual).
+        let pages: usize = unsafe { raw::read(b"stats.arenas.4096.pdirty\0") }.unwrap();
+        pages * unsafe { raw::read::<usize>(b"arenas.page\0") }.unwrap()
+    }
+
+    #[test]
+    fn memory_freed_in_a_burst_goes_back_within_about_a_second() {
+        assert!(set_dirty_decay(DIRTY_DECAY_MS));
+        // SAFETY: as in `set_dirty_decay`.
+        let ms: isize = unsafe { raw::read(b"arena.0.dirty_decay_ms\0") }.unwrap();
+        assert_eq!(ms, DIRTY_DECAY_MS);
+        // 32 MiB in pieces past jemalloc's thread cache, each page written, then freed.
+        const PIECE: usize = 256 * 1024;
+        let before = dirty();
+        let pieces: Vec<*mut u8> = (0..128)
+            .map(|_| {
+                // SAFETY: jemalloc's own malloc and free, each piece written within its
+                // size and freed once.
+                let p = unsafe { tikv_jemalloc_sys::malloc(PIECE) }.cast::<u8>();
+                assert!(!p.is_null());
+                unsafe { p.write_bytes(1, PIECE) };
+                p
+            })
+            .collect();
+        for p in pieces {
+            unsafe { tikv_jemalloc_sys::free(p.cast()) };
+        }
+        assert!(
+            dirty() >= before + (16 << 20),
+            "the freed pieces are dirty pages at first"
+        );
+        // With jemalloc's 10-s decay, about four fifths are still held after 3 s.
+        let start = Instant::now();
+        while dirty() > before + (4 << 20) {
+            assert!(
+                start.elapsed() < Duration::from_secs(3),
+                "{} MiB of freed pages held after 3 s",
+                (dirty() - before) >> 20
+            );
+            decay();
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 }
