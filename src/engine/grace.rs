@@ -3,8 +3,8 @@
 //! allocation. Past `server.idle_buffers_per_thread` of them, a connection that must wait
 //! gives its buffers back at once, as nginx does, and takes new ones with its next request:
 //! many connections idle at once then cost their records, not their buffers (10,000 of
-//! them, one request each: 0.7 KiB of RSS each after 15 s, as nginx's, against 1.0–1.3 KiB
-//! when all kept theirs; docs/performance.md).
+//! them, one request each: 0.55–0.62 KiB of RSS each after 15 s, nginx's 0.65–0.68,
+//! against 1.0–1.3 KiB when all kept theirs; docs/performance.md).
 //!
 //! A count per thread, an atomic of its own (a task that moves to another thread, with
 //! `work_stealing`, gives its place back where it took it); threads past the 64th share.
