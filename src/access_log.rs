@@ -61,6 +61,24 @@ enum Msg {
     Line(Box<Record>),
     /// Close and reopen the file (after logrotate moved it).
     Reopen,
+    /// Write out what is buffered, then say so (the process is about to exit).
+    Flush(SyncSender<()>),
+}
+
+/// Every log's writer queue, for the last flush of a process that exits on its own
+/// (`flush_all`).
+static QUEUES: Mutex<Vec<SyncSender<Msg>>> = Mutex::new(Vec::new());
+
+/// Writes out every access log's queued lines, waiting at most `within` for each: the
+/// process exits next, and a line of the last requests must not be lost.
+pub fn flush_all(within: Duration) {
+    let queues = QUEUES.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    for tx in queues {
+        let (done, flushed) = mpsc::sync_channel(1);
+        if tx.send(Msg::Flush(done)).is_ok() {
+            let _ = flushed.recv_timeout(within);
+        }
+    }
 }
 
 /// One line of the log, as written.
@@ -142,6 +160,10 @@ impl AccessLog {
                 mask: settings.mask_session_ids,
             })),
         };
+        QUEUES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(tx.clone());
         Ok((AccessLog { tx }, writer))
     }
 
@@ -185,6 +207,10 @@ impl WriterState {
                             "access log {shown}: cannot reopen, still writing to the old file: {e}"
                         ),
                     }
+                }
+                Ok(Msg::Flush(done)) => {
+                    let _ = out.flush();
+                    let _ = done.try_send(());
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     let _ = out.flush();

@@ -206,7 +206,12 @@ impl ServeHttp for AdminApp {
         match (&method, parts.as_slice()) {
             (&Method::GET, ["status"]) => json(StatusCode::OK, self.control.status()),
             (&Method::GET, ["whoami"]) => {
-                json(StatusCode::OK, serde_json::json!({ "role": role.name() }))
+                // `open`: no token is configured; whoever reaches the address is admin.
+                let open = self.token.is_none() && self.role_tokens.is_empty();
+                json(
+                    StatusCode::OK,
+                    serde_json::json!({ "role": role.name(), "open": open }),
+                )
             }
             (&Method::POST, ["explain"]) => {
                 let body = match body_up_to(session, MAX_EXPLAIN_BODY).await {

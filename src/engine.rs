@@ -19,6 +19,7 @@ mod pool;
 mod relay;
 mod serve;
 mod steps;
+mod tunnel;
 mod upload;
 mod wire;
 

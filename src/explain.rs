@@ -147,6 +147,7 @@ pub fn explain(config: &Config, snapshot: &Snapshot, ask: &Ask) -> Result<Value,
                 "name": s.config.name,
                 "state": s.live.state().name(),
                 "health": match s.live.health() { Health::Up => "up", Health::Down { .. } => "down" },
+                "down_reason": s.live.down_reason().as_deref(),
                 "weight": s.live.weight(),
                 "live_sessions": counts.as_ref().and_then(|c| c.get(i)).map(|c| c.live),
             })

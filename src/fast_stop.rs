@@ -1,12 +1,14 @@
-//! `SIGINT` stops tether at once, even while a graceful stop (`SIGTERM`, `SIGQUIT`) is
-//! waiting out its grace period.
+//! The end of a graceful stop (`SIGTERM`, `SIGQUIT` for a binary upgrade): the process
+//! exits as soon as its last client connection closed (a request in flight, an upgraded
+//! connection such as a WebSocket), or at once on `SIGINT`.
 //!
 //! Pingora listens for `SIGINT` only until a shutdown begins; then its main thread sleeps
-//! for `grace_period_seconds` and then waits up to `graceful_shutdown_timeout_seconds` for
-//! the runtimes, and a `SIGINT` (whose default action its handler replaced) does nothing.
-//! Once a graceful stop begins, this service starts a thread of its own (outside the
-//! runtimes, which are being shut down) that exits the process on `SIGINT`, after the
-//! last save of the partition tables.
+//! for `grace_period_seconds` whatever is still open, then drops every task. Once a
+//! graceful stop begins, this service starts a thread of its own (outside the runtimes,
+//! which are being shut down) that exits the process on `SIGINT`, or when no client
+//! connection is left: `grace_period_seconds` is then the longest an open connection is
+//! waited for, not a wait every stop makes. Before it exits it saves the partition tables
+//! and writes out the access log.
 
 use crate::control::Control;
 use async_trait::async_trait;
@@ -14,6 +16,9 @@ use log::{info, warn};
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 use std::sync::Arc;
+
+/// How often the open connections are counted during a graceful stop.
+const DRAIN_CHECK: std::time::Duration = std::time::Duration::from_millis(50);
 
 pub struct FastStop {
     control: Arc<Control>,
@@ -33,33 +38,72 @@ impl BackgroundService for FastStop {
         }
         let control = self.control.clone();
         let spawned = std::thread::Builder::new()
-            .name("tether-sigint".into())
+            .name("tether-stop".into())
             .spawn(move || {
                 let runtime = match tokio::runtime::Builder::new_current_thread()
                     .enable_io()
+                    .enable_time()
                     .build()
                 {
                     Ok(r) => r,
-                    Err(e) => return warn!("SIGINT during shutdown will not stop at once: {e}"),
+                    Err(e) => {
+                        return warn!("the graceful stop will wait out its grace period: {e}")
+                    }
                 };
                 runtime.block_on(async {
                     use tokio::signal::unix::{signal, SignalKind};
-                    match signal(SignalKind::interrupt()) {
-                        Ok(mut int) => {
-                            int.recv().await;
+                    let started = std::time::Instant::now();
+                    let mut int = match signal(SignalKind::interrupt()) {
+                        Ok(int) => Some(int),
+                        Err(e) => {
+                            warn!("cannot listen for SIGINT: {e}");
+                            None
                         }
-                        Err(e) => return warn!("cannot listen for SIGINT: {e}"),
+                    };
+                    let open = crate::listener::open_connections();
+                    if open > 0 {
+                        info!(
+                            "graceful stop: open client connections: {open}; each is waited \
+                             for up to {} s (grace_period_seconds)",
+                            control.config().server.grace_period_seconds
+                        );
                     }
-                    info!("SIGINT received during the graceful stop: exiting now");
+                    // Two readings in a row: a connection accepted just before the stop is
+                    // counted a moment after its accept.
+                    let mut empty = 0;
+                    let why = loop {
+                        let sigint = async {
+                            match &mut int {
+                                Some(int) => int.recv().await,
+                                None => std::future::pending().await,
+                            }
+                        };
+                        tokio::select! {
+                            _ = sigint => break "SIGINT received during the graceful stop",
+                            () = tokio::time::sleep(DRAIN_CHECK) => {}
+                        }
+                        empty = match crate::listener::open_connections() {
+                            0 => empty + 1,
+                            _ => 0,
+                        };
+                        if empty == 2 {
+                            break "graceful stop: no client connection left";
+                        }
+                    };
+                    info!(
+                        "{why} after {:.1} s: exiting",
+                        started.elapsed().as_secs_f64()
+                    );
                     if let Some(dir) = &control.config().state_dir {
                         crate::persist::save_all(control.snapshot(), dir);
                     }
+                    crate::access_log::flush_all(std::time::Duration::from_secs(1));
                     crate::upgrade::remove_pid_file(&control.config().server.pid_file);
                     std::process::exit(0);
                 });
             });
         if let Err(e) = spawned {
-            warn!("SIGINT during shutdown will not stop at once: {e}");
+            warn!("the graceful stop will wait out its grace period: {e}");
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::config::{HealthCheck, HealthCheckKind};
 use crate::routing::{now_ms, Health, ServerSlot};
 use crate::snapshot::SharedSnapshot;
 use async_trait::async_trait;
-use log::{info, warn};
+use log::{debug, info, warn};
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 use pingora_load_balancing::health_check::{HealthCheck as Probe, HttpHealthCheck, TcpHealthCheck};
@@ -113,10 +113,22 @@ async fn run_check(
         weight: 1,
         ext: Default::default(),
     };
+    let addr = server.config.address;
     match tokio::time::timeout(hc.timeout, check.check(&backend)).await {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {:?}", hc.timeout)),
+        Ok(Err(e)) => {
+            debug!("health check of {addr}: {e}");
+            Err(match e.etype() {
+                pingora_error::ErrorType::CustomCode(_, status) => {
+                    format!("HTTP {status} from {} ({addr})", hc.path)
+                }
+                _ => crate::reason::of(&e, addr, Some(hc.timeout)),
+            })
+        }
+        Err(_) => Err(format!(
+            "timed out after {} ({addr})",
+            crate::reason::duration(hc.timeout)
+        )),
     }
 }
 
@@ -215,10 +227,11 @@ fn apply(
             streak.failures += 1;
             streak.passes = 0;
             let up = slot.live.health() == Health::Up;
-            if streak.failures >= hc.fall && up && slot.live.mark_down(now_ms()) {
+            if streak.failures >= hc.fall && up && slot.live.mark_down_because(now_ms(), &reason) {
                 warn!("cluster {cluster} server {name}: health check failed {} times ({reason}): down", streak.failures);
                 return true;
             }
+            slot.live.still_down_because(&reason);
         }
     }
     false

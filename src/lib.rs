@@ -25,6 +25,7 @@ pub mod overrides;
 pub mod persist;
 pub mod poll_time;
 pub mod proxy;
+pub mod reason;
 pub mod reload;
 pub mod routes;
 pub mod routing;

@@ -250,12 +250,32 @@ enum Setup {
     Engine(EngineConn),
 }
 
-/// Decrements the open-connection count when a connection ends, however it ends.
+/// Client connections open on every listener of the process: a graceful stop ends once
+/// none is left (`fast_stop.rs`).
+static OPEN_IN_PROCESS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many client connections are open, on every listener (requests in flight, upgraded
+/// connections, connections waiting for their next request).
+pub fn open_connections() -> usize {
+    OPEN_IN_PROCESS.load(Relaxed)
+}
+
+/// Decrements the open-connection counts when a connection ends, however it ends.
 struct Open(Arc<Listener>);
+
+impl Open {
+    /// Counts a new connection of `listener`: how many it has open now.
+    fn new(listener: &Arc<Listener>) -> (usize, Open) {
+        OPEN_IN_PROCESS.fetch_add(1, Relaxed);
+        let open = listener.open.fetch_add(1, Relaxed) + 1;
+        (open, Open(listener.clone()))
+    }
+}
 
 impl Drop for Open {
     fn drop(&mut self) {
         self.0.open.fetch_sub(1, Relaxed);
+        OPEN_IN_PROCESS.fetch_sub(1, Relaxed);
     }
 }
 
@@ -362,8 +382,7 @@ impl Listener {
     async fn connection(self: Arc<Self>, stream: Stream) -> Setup {
         let shutdown = self.shutdown();
         let limits = self.snapshot.load().limits[self.index];
-        let open = self.open.fetch_add(1, Relaxed) + 1;
-        let _open = Open(self.clone());
+        let (open, _open) = Open::new(&self);
         if open > limits.max_connections {
             metrics::client_closed(&self.name, "max_connections");
             if let Some(n) = self.full_log.due(crate::routing::now_ms()) {

@@ -221,6 +221,62 @@ pub fn engine_parked(listener: &str) -> IntGauge {
     ENGINE_PARKED.with_label_values(&[listener])
 }
 
+static UPGRADED_OPEN: Lazy<IntGaugeVec> = Lazy::new(|| {
+    register_int_gauge_vec!(
+        "tether_upgraded_connections",
+        "Upgraded connections (WebSockets after their 101) open on tether's engine, by listener.",
+        &["listener"]
+    )
+    .expect("register tether_upgraded_connections")
+});
+
+static UPGRADED_ENDED: Lazy<IntCounterVec> = Lazy::new(|| {
+    register_int_counter_vec!(
+        "tether_upgraded_connections_total",
+        "Upgraded connections on tether's engine that ended, by listener and how: `closed` (both \
+         sides ended), `client_failed`, `server_failed` (a reset; the other side was closed), \
+         `idle_timeout` (tunnel_idle_timeout).",
+        &["listener", "ended"]
+    )
+    .expect("register tether_upgraded_connections_total")
+});
+
+/// A listener's upgraded connections: how many are open, and how they ended.
+pub struct Tunnels {
+    listener: String,
+    open: IntGauge,
+}
+
+/// One open upgraded connection, counted while it lives.
+pub struct OpenTunnel<'a>(&'a IntGauge);
+
+impl Drop for OpenTunnel<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+impl Tunnels {
+    pub fn new(listener: &str) -> Self {
+        Tunnels {
+            listener: listener.into(),
+            open: UPGRADED_OPEN.with_label_values(&[listener]),
+        }
+    }
+
+    pub fn open(&self) -> OpenTunnel<'_> {
+        self.open.inc();
+        OpenTunnel(&self.open)
+    }
+
+    /// Counts an upgraded connection that ended (`how`: `tunnel::Ended`'s label).
+    pub fn ended(&self, how: &str) {
+        UPGRADED_ENDED
+            .with_label_values(&[&*self.listener, how])
+            .inc();
+    }
+}
+
 static ROUTE_REQUESTS: Lazy<IntCounterVec> = Lazy::new(|| {
     register_int_counter_vec!(
         "tether_route_requests_total",

@@ -32,7 +32,7 @@ pub use client::client_of;
 pub use fleet_wait::{settle as await_fleet, waits as waits_for_fleet};
 pub use forwarded::{set_forwarded, write_on_stack};
 pub use min_rate::{body_time_left, write_timeout};
-pub use peer::{connect_failed, http_peer};
+pub use peer::{connect_failed, http_peer, status_failed, why_failed};
 pub use record::of_request as access_record;
 pub use request::{host_and_port, log_refusal};
 pub use respond::{error_body, https_host, NO_HOST};
@@ -291,7 +291,13 @@ impl TetherProxy {
         ctx.server = Some(server);
         ctx.outcome = Some(outcome);
         ctx.connect_start = Some(std::time::Instant::now());
-        let peer = http_peer(ctx, slot, router.timeouts());
+        let mut peer = http_peer(ctx, slot, router.timeouts());
+        if session.is_upgrade_req() {
+            // Pingora bounds each read of an upgraded connection's server by the peer's read
+            // timeout: an idle WebSocket may rest as long as the listener's tunnel allows.
+            let read = peer.options.read_timeout.unwrap_or_default();
+            peer.options.read_timeout = Some(read.max(ctx.limits.tunnel_idle_timeout));
+        }
         Ok(Box::new(peer))
     }
 
@@ -355,7 +361,7 @@ impl TetherProxy {
         upstream_response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        if upstream_response.status.is_informational() {
+        if !crate::http1::response::is_final(upstream_response.status.as_u16()) {
             ctx.informational = ctx.informational.saturating_add(1);
             if ctx.informational > MAX_INFORMATIONAL {
                 return Err(Error::explain(
@@ -375,12 +381,7 @@ impl TetherProxy {
             {
                 // mod_jk fail_on_status: this server is in error; the next one gets the
                 // request. Nothing has gone downstream yet, so the retry is invisible.
-                if slot.live.mark_down(now_ms()) {
-                    warn!(
-                        "cluster {} server {} answered {status} (fail_on_status): marked down",
-                        router.name, slot.config.name
-                    );
-                }
+                status_failed(router, slot, status);
                 ctx.status_failure = true;
                 let mut e = Error::explain(ErrorType::HTTPStatus(status), "fail_on_status");
                 e.set_retry(true);
@@ -430,10 +431,12 @@ impl TetherProxy {
             crate::metrics::client_closed(&self.name, "send_timeout");
             crate::head_limit::reset_on_close();
         }
-        // Only an interim (1xx) answer may have gone out; then a final one still can.
+        // Only an interim answer may have gone out; then a final one still can. A `101`
+        // is final: the connection is the upgraded protocol's from then on, and a byte of
+        // tether's own in it would corrupt that protocol's stream.
         let final_written = session
             .response_written()
-            .is_some_and(|r| !r.status.is_informational());
+            .is_some_and(|r| crate::http1::response::is_final(r.status.as_u16()));
         if code > 0 && !final_written {
             let body = match ctx.rejected {
                 Some(reason) => reason.body(),
@@ -474,10 +477,23 @@ impl TetherProxy {
         }
     }
 
-    pub async fn log(&self, session: &mut Session, ctx: &mut RequestCtx) {
+    pub async fn log(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
         let server = ctx.server;
         ctx.release();
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
+        // A refusal by policy (503 with no server, `sticky_force`), a client that went away
+        // or was too slow are expected events, counted in the metrics: not errors.
+        if let Some(e) = e.filter(|e| {
+            ctx.rejected.is_none() && e.esource() != &pingora_error::ErrorSource::Downstream
+        }) {
+            let why = match (&ctx.router, server) {
+                (Some(router), Some(i)) => {
+                    crate::reason::of(e, router.servers()[i].config.address, None)
+                }
+                _ => crate::reason::of(e, "no server", None),
+            };
+            log_failure(&why, status, ctx.tried.len(), &self.name);
+        }
         let duration = ctx.start.elapsed();
         if let Some(m) = &ctx.metrics {
             // A refused request went to no server, whatever it tried.
@@ -492,4 +508,9 @@ impl TetherProxy {
             log.log(record::of(session, ctx, status, duration, server));
         }
     }
+}
+
+/// A request failed for want of its server's answer: one ERROR line, in words.
+pub fn log_failure(why: &str, status: u16, tries: usize, listener: &str) {
+    log::error!("Fail to proxy: {why}, status: {status}, tries: {tries}, listener {listener}");
 }

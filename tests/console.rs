@@ -452,3 +452,82 @@ async fn the_page_is_served_under_a_strict_policy_and_no_get_changes_state() {
     }
     assert_eq!(t.server_status(Some(ADMIN), "tc1").await.0, "active");
 }
+
+/// With the admin listener and no token (the demo's and `conf/tether.yaml`'s setup), the
+/// console opens without a sign-in and says that the API is open to whoever reaches it;
+/// a server that refuses connections reads as `connection refused (address)`, with no
+/// debug dump of Pingora's internals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_token_the_console_opens_and_says_the_api_is_open() {
+    let sims = tomcats(1).await;
+    // A port that refuses connections: reserved, never listening.
+    let refusing = common::ReservedPort::new();
+    let cluster = format!(
+        "    health_check: {{ kind: tcp, interval: 300ms, timeout: 200ms, fall: 1, rise: 1 }}\n    servers:\n{}      - {{ name: gone, address: \"127.0.0.1:{}\" }}\n",
+        common::server_line(&sims[0], ""),
+        refusing.port
+    );
+    let t = Tether::start_with(Opts {
+        cluster,
+        admin: true,
+        ..Opts::default()
+    });
+    let driver = Driver::start();
+    let c = driver.browser(1400, 900).await;
+    c.goto(&format!("http://{}/", t.admin.unwrap()))
+        .await
+        .unwrap();
+    until(
+        &c,
+        "the console, without a sign-in",
+        "return !document.getElementById('console').hidden && document.getElementById('signin').hidden",
+        Duration::from_secs(10),
+    )
+    .await;
+    let warning = js(
+        &c,
+        "const w = document.getElementById('open-api'); return w.hidden ? '' : w.textContent",
+    )
+    .await;
+    let admin = t.admin.unwrap().to_string();
+    assert!(
+        warning
+            .as_str()
+            .unwrap()
+            .contains(&format!("open to anyone who can reach {admin}")),
+        "{warning}"
+    );
+    let signout = js(&c, "return document.getElementById('signout').hidden").await;
+    assert_eq!(signout, json!(true), "no sign-out without a sign-in");
+    let expected = format!("connection refused (127.0.0.1:{})", refusing.port);
+    until(
+        &c,
+        "the refusing server's reason",
+        &format!("const r = document.querySelector('tr[data-server=\"shop/gone\"]'); return r && r.cells[3].textContent.includes('{expected}')"),
+        Duration::from_secs(10),
+    )
+    .await;
+    let health = cell(&c, "gone", 3).await;
+    assert!(
+        !health.contains("Peer") && !health.contains('{'),
+        "{health}"
+    );
+    screenshot(&c, "open-api").await;
+    // The same words in `/status` and in the log.
+    let (code, body) = t.admin("GET", "/status", None, b"").await;
+    assert_eq!(code, 200);
+    let gone = body["clusters"][0]["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "gone")
+        .unwrap()
+        .clone();
+    assert_eq!(gone["health"], "down", "{gone}");
+    assert_eq!(gone["down_reason"], json!(expected), "{gone}");
+    assert_eq!(gone["health_check"]["reason"], json!(expected), "{gone}");
+    let log = t.log();
+    assert!(log.contains(&format!("({expected}): down")), "{log}");
+    assert!(!log.contains("BasicPeer"), "{log}");
+    c.close().await.unwrap();
+}

@@ -285,6 +285,10 @@ async fn sigint_stops_at_once_during_the_grace_period() {
     wait_until("tether to listen", Duration::from_secs(10), || {
         std::net::TcpStream::connect(addr).is_ok()
     });
+    // A client in the middle of its request: the graceful stop waits for it.
+    let mut open = std::net::TcpStream::connect(addr).unwrap();
+    std::io::Write::write_all(&mut open, b"GET / HTTP/1.1\r\nHost: shop\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
     let pid = child.id().to_string();
     Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     std::thread::sleep(Duration::from_millis(500));
@@ -400,4 +404,22 @@ async fn sigusr1_reopens_the_access_log_after_logrotate_moved_it() {
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// logrotate's postrotate sends SIGUSR1 whether or not an access log is configured: without
+/// one, tether ignores it and goes on serving (the signal's default action would end it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigusr1_without_an_access_log_changes_nothing() {
+    let sims = tomcats(1).await;
+    let mut t = common::Tether::start(&common::cluster_yaml("", &sims));
+    let pid = t.pid().to_string();
+    assert!(Command::new("kill")
+        .args(["-USR1", &pid])
+        .status()
+        .unwrap()
+        .success());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(t.alive(), "SIGUSR1 ended tether: {}", t.log());
+    let resp = t.client().get("/", &[]).await.unwrap();
+    assert_eq!(resp.status, 200);
 }

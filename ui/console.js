@@ -29,7 +29,8 @@
   // ---- the admin API -------------------------------------------------------------------
 
   async function api(method, path, body) {
-    const headers = { Authorization: 'Bearer ' + sessionStorage.getItem(TOKEN_KEY) };
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    const headers = token === null ? {} : { Authorization: 'Bearer ' + token };
     const init = { method, headers, cache: 'no-store', credentials: 'omit' };
     if (body !== undefined) {
       headers['Content-Type'] = typeof body === 'string' ? 'text/plain' : 'application/json';
@@ -47,7 +48,7 @@
     } catch (_) {
       data = null;
     }
-    if (resp.status === 401) signOut('The token was refused. Sign in again.');
+    if (resp.status === 401 && token !== null) signOut('The token was refused. Sign in again.');
     return { status: resp.status, data };
   }
 
@@ -113,15 +114,36 @@
       setText($('signin-error'), r.status === 401 ? 'That token was refused.' : errorText(r));
       return;
     }
-    state.role = r.data.role;
+    await enter(r.data);
+  }
+
+  // The API without a token: no sign-in to offer, and the page says who may use it.
+  async function openWithoutToken() {
+    const r = await api('GET', '/whoami');
+    if (r.status === 200 && r.data && r.data.open && ROLES.indexOf(r.data.role) >= 0) {
+      await enter(r.data);
+    } else {
+      $('token').focus();
+    }
+  }
+
+  async function enter(who) {
+    state.role = who.role;
     setText($('signin-error'), '');
-    setText($('who'), 'Signed in: ' + state.role + ' role');
+    if (who.open) {
+      setText($('who'), 'No token is configured');
+      setText($('open-api'), 'The admin API is open to anyone who can reach ' + location.host +
+        ': set admin.token_file to require a token.');
+    } else {
+      setText($('who'), 'Signed in: ' + state.role + ' role');
+    }
+    $('open-api').hidden = !who.open;
     for (const e of document.querySelectorAll('[data-needs]')) {
       e.hidden = !may(e.getAttribute('data-needs'));
     }
     $('signin').hidden = true;
     $('console').hidden = false;
-    $('signout').hidden = false;
+    $('signout').hidden = !!who.open;
     state.rows.clear();
     $('servers').tBodies[0].replaceChildren();
     await refresh();
@@ -130,6 +152,7 @@
 
   function signOut(why) {
     sessionStorage.removeItem(TOKEN_KEY);
+    $('open-api').hidden = true;
     clearTimeout(state.timer);
     state.role = null;
     state.status = null;
@@ -304,7 +327,10 @@
     c.state.className = 'nowrap state-' + s.state;
     const check = s.health_check;
     setText(c.healthWord, s.health);
-    const note = check ? 'checked ' + ago(check.last_ms_ago) + (check.reason ? ': ' + check.reason : '') : '';
+    let note = check ? 'checked ' + ago(check.last_ms_ago) + (check.reason ? ': ' + check.reason : '') : '';
+    if (s.health === 'down' && s.down_reason && !(check && check.reason === s.down_reason)) {
+      note = 'marked down: ' + s.down_reason + (note ? '; ' + note : '');
+    }
     setText(c.healthNote, note);
     if (c.healthNote.title !== note) c.healthNote.title = note;
     c.health.className = 'health-' + s.health;
@@ -547,6 +573,6 @@
       if (e.key === 'Enter') { e.preventDefault(); settle(true); }
     });
     if (sessionStorage.getItem(TOKEN_KEY)) signIn(sessionStorage.getItem(TOKEN_KEY));
-    else $('token').focus();
+    else openWithoutToken();
   });
 })();

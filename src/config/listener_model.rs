@@ -174,6 +174,9 @@ pub struct ListenerLimits {
     pub send_min_rate: u32,
     /// The shortest time a write gets under `send_min_rate`. Default 5s.
     pub send_grace: Duration,
+    /// An upgraded connection (a WebSocket after its `101`) that moves no byte in either
+    /// direction for this long is closed (HAProxy `timeout tunnel`). Default 1h.
+    pub tunnel_idle_timeout: Duration,
 }
 
 /// Per-client limits of a listener (`listeners[].client_limits`): nginx `limit_conn` and
@@ -224,6 +227,7 @@ impl Default for ListenerLimits {
             request_body_grace: Duration::from_secs(10),
             send_min_rate: 240,
             send_grace: Duration::from_secs(5),
+            tunnel_idle_timeout: Duration::from_secs(3600),
         }
     }
 }

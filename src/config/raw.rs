@@ -160,6 +160,8 @@ pub struct RawLimits {
     pub send_min_rate: Option<u32>,
     #[serde(default, deserialize_with = "duration_text")]
     pub send_grace: Option<String>,
+    #[serde(default, deserialize_with = "duration_text")]
+    pub tunnel_idle_timeout: Option<String>,
 }
 
 #[derive(Deserialize)]

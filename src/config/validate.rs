@@ -379,6 +379,12 @@ fn limits(raw: super::raw::RawLimits, path: &str, check: &mut Check) -> Listener
             d.send_grace,
             secs(1)..=HOUR,
         ),
+        tunnel_idle_timeout: check.duration(
+            p("tunnel_idle_timeout"),
+            raw.tunnel_idle_timeout.as_deref(),
+            d.tunnel_idle_timeout,
+            secs(1)..=secs(24 * 3600),
+        ),
     }
 }
 

@@ -75,6 +75,7 @@ impl Control {
                             "clone_id": s.config.clone_id,
                             "state": s.live.state().name(),
                             "health": health,
+                            "down_reason": s.live.down_reason().as_deref(),
                             "health_check": s.live.last_check().map(|c| serde_json::json!({
                                 "last_ms_ago": crate::routing::wall_ms().saturating_sub(c.at_ms),
                                 "ok": c.failure.is_none(),

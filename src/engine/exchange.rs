@@ -6,13 +6,14 @@ use super::answer;
 use super::conn::{to_client, write_all, Conn};
 use super::pool;
 use super::relay::{relay, RelayError};
+use super::tunnel;
 use super::upload::{Stop, Upload};
 use super::wire::{Replaced, Upstream};
 use crate::config::ListenerLimits;
 use crate::http1::framing::Body;
-use crate::http1::response::Framing;
+use crate::http1::response::{is_final, Framing};
 use crate::proxy::{self, RequestCtx, Secure};
-use crate::routing::{now_ms, Timeouts};
+use crate::routing::Timeouts;
 use log::{info, warn};
 use pingora_core::connectors::TransportConnector;
 use pingora_core::protocols::Stream;
@@ -34,6 +35,9 @@ pub struct Request {
     pub http10: bool,
     /// Its `Connection` nominates fields (left out of the upstream head).
     pub nominates: bool,
+    /// It asks for an upgrade (a WebSocket's handshake): a `101` turns the connection into
+    /// a tunnel (`tunnel.rs`).
+    pub upgrade: bool,
     pub limits: ListenerLimits,
     /// Most idle connections kept per server and thread (`upstream_keepalive_pool_size`).
     pub pool_size: usize,
@@ -74,7 +78,7 @@ pub struct Relayed {
 
 pub async fn attempt(
     connector: &TransportConnector,
-    listener: &str,
+    (listener, tunnels): (&str, &crate::metrics::Tunnels),
     c: &mut Conn,
     ctx: &mut RequestCtx,
     req: &mut Request,
@@ -91,7 +95,7 @@ pub async fn attempt(
         Some(stream) => (stream, true),
         None => match connector.new_stream(&peer).await {
             Ok(s) => (s, false),
-            Err(e) => return Err(Failure::Connect(e.to_string())),
+            Err(e) => return Err(Failure::Connect(proxy::why_failed(&e, &peer))),
         },
     };
     if let (false, Some(start), Some(m)) = (reused, ctx.connect_start, &ctx.metrics) {
@@ -130,13 +134,13 @@ pub async fn attempt(
                 r => r?,
             };
         let status = c.up_head.status;
-        if status == 101 {
+        if status == 101 && !req.upgrade {
             return Err(Failure::Upstream(
                 502,
                 "101 to a request that asked for no upgrade",
             ));
         }
-        if (100..200).contains(&status) {
+        if !is_final(status) {
             informational += 1;
             if informational > MAX_INFORMATIONAL {
                 return Err(Failure::Upstream(
@@ -162,12 +166,7 @@ pub async fn attempt(
             && idempotent(c)
         {
             // mod_jk fail_on_status: this server is in error; the next one gets the request.
-            if slot.live.mark_down(now_ms()) {
-                warn!(
-                    "cluster {} server {} answered {status} (fail_on_status): marked down",
-                    router.name, slot.config.name
-                );
-            }
+            proxy::status_failed(&router, slot, status);
             return Err(Failure::Status);
         }
         let wspt = c
@@ -192,6 +191,20 @@ pub async fn attempt(
                 "cluster {} server {} ({}) is answering again: marked up",
                 router.name, slot.config.name, slot.config.address
             );
+        }
+        if status == 101 {
+            client_head(c, Framing::None, false, false);
+            if to_client(&mut c.stream, &c.out, &req.limits, listener)
+                .await
+                .is_err()
+            {
+                return Err(Failure::Client(101));
+            }
+            tunnel(&mut up, c, (len, filled), req, tunnels).await;
+            return Ok(Relayed {
+                status,
+                client_keep: false,
+            });
         }
         let client_keep = req.keeps() && framing != Framing::Close;
         let dechunk = req.http10 && framing == Framing::Chunked;
@@ -225,6 +238,50 @@ pub async fn attempt(
     }
 }
 
+/// Smallest buffer each way of an upgraded connection (its head's 4 KiB would take four
+/// reads and writes for each of a WebSocket's 16 KiB frames).
+const TUNNEL_BUFFER: usize = 16 * 1024;
+
+/// The upgraded connection, relayed until it ends: what came after the client's head and
+/// after the server's (`up_buf[start..filled]`) goes first.
+async fn tunnel(
+    up: &mut Stream,
+    c: &mut Conn,
+    (start, filled): (usize, usize),
+    req: &Request,
+    tunnels: &crate::metrics::Tunnels,
+) {
+    let Conn {
+        stream,
+        buf,
+        end,
+        head,
+        up_buf,
+        ..
+    } = c;
+    for b in [&mut *buf, &mut *up_buf] {
+        if b.len() < TUNNEL_BUFFER {
+            b.resize(TUNNEL_BUFFER, 0);
+        }
+    }
+    let to_server = tunnel::Half::new(buf, head.len, *end);
+    let to_client = tunnel::Half::new(up_buf, start, filled);
+    let open = tunnels.open();
+    let ended = tunnel::run(
+        stream,
+        up,
+        to_server,
+        to_client,
+        req.limits.tunnel_idle_timeout,
+    )
+    .await;
+    drop(open);
+    log::debug!("an upgraded connection ended: {}", ended.label());
+    tunnels.ended(ended.label());
+    // Nothing of the buffer is a next request.
+    *end = 0;
+}
+
 /// May the request be sent again (RFC 9110 §9.2.2)?
 pub(super) fn idempotent(c: &Conn) -> bool {
     matches!(
@@ -240,6 +297,7 @@ fn upstream_head(c: &mut Conn, ctx: &RequestCtx, req: &Request) {
         forwarded: ctx.forwarded,
         ssl: ctx.ssl_headers.as_deref(),
         nominated: req.nominates,
+        upgrade: req.upgrade,
     };
     let secure = c.tls().map(|digest| Secure { digest });
     let mut up = Upstream::start(&c.head, &c.buf, req.upload.body, &replaced, &mut c.out);
@@ -361,7 +419,9 @@ fn client_head(c: &mut Conn, framing: Framing, keep: bool, http10: bool) {
         }
         answer::field(&mut c.out, name, value);
     }
-    if (100..200).contains(&status) {
+    if status == 101 {
+        answer::field(&mut c.out, b"Connection", b"Upgrade");
+    } else if (100..200).contains(&status) {
     } else if !keep {
         answer::field(&mut c.out, b"Connection", b"close");
     } else if http10 {

@@ -56,6 +56,7 @@ pub struct Engine {
     shutdown: Notify,
     /// Requests served here, and handed over.
     served: (IntCounter, IntCounter),
+    pub(super) tunnels: crate::metrics::Tunnels,
 }
 
 /// What comes after a request.
@@ -93,6 +94,7 @@ impl Engine {
             stopping: AtomicBool::new(false),
             shutdown: Notify::new(),
             served: crate::metrics::engine_counters(name),
+            tunnels: crate::metrics::Tunnels::new(name),
         }
     }
 
@@ -170,9 +172,14 @@ impl Engine {
             framing.expect && framing::expects_continue(c.head.values(&c.buf, "expect"));
         // Origin-form, or an `http(s)` absolute-form with a `Host` (passed on as it came).
         let absolute = crate::http1::target::absolute(target).filter(|_| framing.host.is_some());
+        // An upgrade is asked for with `Upgrade` nominated by `Connection`, in HTTP/1.1
+        // (RFC 9110 §7.8); otherwise `Upgrade` is a hop field like another, left out.
+        let upgrade = framing.upgrade
+            && c.head.minor == 1
+            && crate::http1::connection::nominates(c.head.values(&c.buf, "connection"), b"upgrade");
         let takes = (target.starts_with(b"/") || absolute.is_some())
             && c.head.method.of(&c.buf) != b"CONNECT"
-            && !framing.upgrade
+            && !(upgrade && framing.body != framing::Body::Empty)
             && framing.expect == continues
             && !snapshot.plugins_edit();
         if !takes {
@@ -231,6 +238,7 @@ impl Engine {
             client_keep: framing.keep_alive && !stopping && !self.stopping.load(Ordering::Acquire),
             http10: c.head.minor == 0,
             nominates: framing.connection_options,
+            upgrade,
             limits,
             pool_size: self.pool_size,
         };

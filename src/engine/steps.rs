@@ -16,7 +16,6 @@ use crate::routes::Found;
 use crate::routing::{ms_at, now_ms, Decision, Fields, Reject};
 use crate::snapshot::Snapshot;
 use http::HeaderName;
-use log::error;
 use std::sync::Arc;
 
 /// Bound on tries of one request (pingora-proxy's; tether's `max_attempts` is lower).
@@ -167,10 +166,13 @@ impl Engine {
             ctx.server = Some(server);
             ctx.outcome = Some(outcome);
             ctx.connect_start = Some(crate::poll_time::now());
-            let failure = match exchange::attempt(&self.connector, &self.name, c, ctx, req).await {
-                Ok(relayed) => return (relayed.status, relayed.client_keep),
-                Err(f) => f,
-            };
+            let failure =
+                match exchange::attempt(&self.connector, (&self.name, &self.tunnels), c, ctx, req)
+                    .await
+                {
+                    Ok(relayed) => return (relayed.status, relayed.client_keep),
+                    Err(f) => f,
+                };
             let retry = tries < MAX_TRIES;
             match failure {
                 Failure::Connect(why) => {
@@ -188,15 +190,17 @@ impl Engine {
                 }
                 Failure::Stale => {
                     ctx.upstream_failed = true;
-                    return self
-                        .failed(c, ctx, 502, "the server closed a kept connection", req)
-                        .await;
+                    let address = router.servers()[server].config.address;
+                    let why = format!("the server closed a kept connection ({address})");
+                    return self.failed(c, ctx, 502, &why, req).await;
                 }
                 Failure::Status if retry => decision = self.decide(c, ctx, now_ms()),
                 Failure::Status => return self.failed(c, ctx, 502, "fail_on_status", req).await,
                 Failure::Upstream(status, why) => {
                     ctx.upstream_failed = true;
-                    return self.failed(c, ctx, status, why, req).await;
+                    let address = router.servers()[server].config.address;
+                    let why = format!("{why} ({address})");
+                    return self.failed(c, ctx, status, &why, req).await;
                 }
                 Failure::Client(status) => return (status, false),
                 Failure::Body(stop) => return self.body_stopped(c, stop, req).await,
@@ -265,11 +269,7 @@ impl Engine {
         why: &str,
         req: &Request,
     ) -> (u16, bool) {
-        error!(
-            "Fail to proxy: {why}, status: {status}, tries: {}, listener {}",
-            ctx.tried.len(),
-            self.name
-        );
+        proxy::log_failure(why, status, ctx.tried.len(), &self.name);
         answer::plain(
             &mut c.out,
             status,

@@ -33,6 +33,9 @@ pub struct Replaced<'a> {
     pub ssl: Option<&'a crate::config::SslHeaders>,
     /// The client's `Connection` nominates fields (checked: `http1::connection`).
     pub nominated: bool,
+    /// The client asks for an upgrade (`Connection: upgrade` and `Upgrade`), which the
+    /// server is asked for in turn: its `Upgrade` passes, with `Connection: Upgrade`.
+    pub upgrade: bool,
 }
 
 /// Is `name` one the client's head must not pass on?
@@ -80,6 +83,10 @@ impl<'a> Upstream<'a> {
         out.extend_from_slice(head.target.of(buf));
         out.extend_from_slice(b" HTTP/1.1\r\n");
         for (name, value) in head.fields(buf) {
+            if replaced.upgrade && name.eq_ignore_ascii_case(b"upgrade") {
+                line(out, name, value);
+                continue;
+            }
             let nominated =
                 replaced.nominated && connection::nominates(head.values(buf, "connection"), name);
             if !nominated && !dropped(name, replaced) {
@@ -94,6 +101,9 @@ impl<'a> Upstream<'a> {
             }
             Body::Chunked => line(out, b"Transfer-Encoding", b"chunked"),
             Body::Empty => {}
+        }
+        if replaced.upgrade {
+            line(out, b"Connection", b"Upgrade");
         }
         Upstream { head, buf, out }
     }

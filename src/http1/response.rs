@@ -15,6 +15,12 @@ pub enum Framing {
     Close,
 }
 
+/// Is `status` a final answer? Every 1xx is interim (more answers follow) but `101`, after
+/// which the connection speaks another protocol (RFC 9110 §15.2).
+pub fn is_final(status: u16) -> bool {
+    !(100..200).contains(&status) || status == 101
+}
+
 #[derive(Debug, Default)]
 pub struct ResponseHead {
     pub status: u16,
@@ -125,6 +131,17 @@ mod tests {
         let mut r = ResponseHead::new();
         assert_eq!(r.parse(head), Ok(true));
         r.framing(head, head_request)
+    }
+
+    #[test]
+    fn a_switch_of_protocols_is_final_other_1xx_are_not() {
+        assert!(is_final(101));
+        for interim in [100, 102, 103, 199] {
+            assert!(!is_final(interim), "{interim}");
+        }
+        for done in [200, 204, 304, 502] {
+            assert!(is_final(done), "{done}");
+        }
     }
 
     #[test]

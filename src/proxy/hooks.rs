@@ -45,11 +45,12 @@ impl ProxyHttp for TetherProxy {
     fn fail_to_connect(
         &self,
         _session: &mut Session,
-        _peer: &HttpPeer,
+        peer: &HttpPeer,
         ctx: &mut RequestCtx,
         mut e: Box<Error>,
     ) -> Box<Error> {
-        if super::connect_failed(ctx, &e) {
+        let why = super::why_failed(&e, peer);
+        if super::connect_failed(ctx, &why) {
             e.set_retry(true);
         }
         e
@@ -94,11 +95,10 @@ impl ProxyHttp for TetherProxy {
             .await
     }
 
-    /// Pingora logs every failed request as an ERROR. A refusal by policy (503 with no
-    /// server, `sticky_force`), a client that went away or was too slow, and a request tether
-    /// answered itself are expected events, counted in the metrics: not errors.
-    fn suppress_error_log(&self, _session: &Session, ctx: &RequestCtx, e: &Error) -> bool {
-        ctx.rejected.is_some() || e.esource() == &pingora_error::ErrorSource::Downstream
+    /// Pingora logs every failed request as an ERROR, with its error's debug dump; tether
+    /// logs the ones that are errors itself, in words (`TetherProxy::log`).
+    fn suppress_error_log(&self, _session: &Session, _ctx: &RequestCtx, _e: &Error) -> bool {
+        true
     }
 
     /// Each retry is counted (`tether_retries_total`) and a server's being marked down is
@@ -168,7 +168,7 @@ impl ProxyHttp for TetherProxy {
         Ok(())
     }
 
-    async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
-        self.log(session, ctx).await
+    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
+        self.log(session, e, ctx).await
     }
 }

@@ -18,8 +18,13 @@ impl TetherProxy {
         end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        // An upgraded connection's bytes (WebSocket) are no body: they may rest.
-        if end_of_stream || session.was_upgraded() {
+        // An upgraded connection's bytes (WebSocket) are no body: they may rest for the
+        // listener's tunnel idle time.
+        if session.was_upgraded() {
+            session.set_read_timeout(Some(ctx.limits.tunnel_idle_timeout));
+            return Ok(());
+        }
+        if end_of_stream {
             session.set_read_timeout(Some(ctx.limits.request_body_timeout));
             return Ok(());
         }

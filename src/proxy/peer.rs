@@ -31,9 +31,35 @@ pub fn http_peer(
     peer
 }
 
+/// The server answered a `fail_on_status` status (mod_jk): it is in error, and marked
+/// down.
+pub fn status_failed(
+    router: &crate::routing::ClusterRouter,
+    slot: &crate::routing::ServerSlot,
+    status: u16,
+) {
+    let why = format!(
+        "answered {status}, a fail_on_status status ({})",
+        slot.config.address
+    );
+    if slot.live.mark_down_because(now_ms(), &why) {
+        warn!(
+            "cluster {} server {} marked down: {why}",
+            router.name, slot.config.name
+        );
+    }
+}
+
+/// Why a connection to `peer` failed, for people (`crate::reason`); Pingora's error goes
+/// to the debug log.
+pub fn why_failed(e: &pingora_error::Error, peer: &HttpPeer) -> String {
+    log::debug!("{peer}: {e}");
+    crate::reason::of(e, &peer._address, peer.options.connection_timeout)
+}
+
 /// A connection to the request's current server failed: the server is marked down, and
 /// the answer says whether another try is allowed (`max_attempts`).
-pub fn connect_failed(ctx: &RequestCtx, why: &dyn std::fmt::Display) -> bool {
+pub fn connect_failed(ctx: &RequestCtx, why: &str) -> bool {
     let (Some(router), Some(i)) = (&ctx.router, ctx.server) else {
         return false;
     };
@@ -41,10 +67,10 @@ pub fn connect_failed(ctx: &RequestCtx, why: &dyn std::fmt::Display) -> bool {
     if let Some(m) = &ctx.metrics {
         m.connect_failed(i);
     }
-    if slot.live.mark_down(now_ms()) {
+    if slot.live.mark_down_because(now_ms(), why) {
         warn!(
-            "cluster {} server {} ({}) marked down: {why}",
-            router.name, slot.config.name, slot.config.address
+            "cluster {} server {} marked down: {why}",
+            router.name, slot.config.name
         );
     }
     ctx.tried.len() < router.max_attempts as usize

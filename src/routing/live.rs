@@ -42,6 +42,8 @@ pub struct ServerLive {
     ejections: AtomicU32,
     /// The last active health check's result (health checks, for `/status`).
     last_check: ArcSwapOption<CheckResult>,
+    /// Why the server was last marked down, for people (`crate::reason`).
+    down_reason: ArcSwapOption<String>,
 }
 
 /// One active health check's result.
@@ -97,6 +99,7 @@ impl ServerLive {
             ejected_until: AtomicU64::new(0),
             ejections: AtomicU32::new(0),
             last_check: ArcSwapOption::empty(),
+            down_reason: ArcSwapOption::empty(),
         }
     }
 
@@ -233,6 +236,34 @@ impl ServerLive {
     pub fn mark_down(&self, now: u64) -> bool {
         self.failures.fetch_add(1, Relaxed);
         self.down_since.swap(now + 1, Relaxed) == 0
+    }
+
+    /// Marks the server down for `why` (a sentence for people, kept while it is down);
+    /// true when it was up before.
+    pub fn mark_down_because(&self, now: u64, why: &str) -> bool {
+        let marked = self.mark_down(now);
+        if marked {
+            self.down_reason.store(Some(Arc::new(why.to_string())));
+        }
+        marked
+    }
+
+    /// Says why a server that is down stays down (its checks still fail, for `why`).
+    pub fn still_down_because(&self, why: &str) {
+        if self.down_since.load(Relaxed) == 0 {
+            return;
+        }
+        if self.down_reason.load().as_deref().map(String::as_str) != Some(why) {
+            self.down_reason.store(Some(Arc::new(why.to_string())));
+        }
+    }
+
+    /// Why the server is down, when it is and tether knows.
+    pub fn down_reason(&self) -> Option<Arc<String>> {
+        match self.down_since.load(Relaxed) {
+            0 => None,
+            _ => self.down_reason.load_full(),
+        }
     }
 
     /// Marks the server up; true when it was down before.

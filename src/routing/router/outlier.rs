@@ -28,9 +28,10 @@ impl ClusterRouter {
         live.reset_5xx();
         let name = &slot.config.name;
         if live.ejected(now) {
-            if live.mark_down(now) {
+            let reason = format!("{why} in a row while ejected ({})", slot.config.address);
+            if live.mark_down_because(now, &reason) {
                 warn!(
-                    "cluster {} server {name}: {why} in a row while ejected: marked down, its sessions fail over",
+                    "cluster {} server {name} marked down: {reason}; its sessions fail over",
                     self.name
                 );
             }
