@@ -61,7 +61,7 @@ pub fn explain(config: &Config, snapshot: &Snapshot, ask: &Ask) -> Result<Value,
         .get(http::header::HOST)
         .map(|h| h.as_bytes())
         .unwrap_or_default();
-    let (host, port) = crate::proxy::host_and_port(host, l.address.port());
+    let (host, port) = crate::pipeline::host_and_port(host, l.address.port());
     // The host/path routes, then the listener's cluster.
     let routes = &snapshot.routes[listener];
     let (route, cluster) = match routes.table.find(host, port, path.as_bytes()) {

@@ -23,6 +23,7 @@ pub mod logging;
 pub mod metrics;
 pub mod overrides;
 pub mod persist;
+pub mod pipeline;
 pub mod poll_time;
 pub mod proxy;
 pub mod reason;

@@ -5,9 +5,6 @@
 //! servers already tried; `fail_to_connect` marks the server down and allows the retry.
 
 mod body;
-mod client;
-mod ctx;
-mod fleet_wait;
 mod forwarded;
 mod hooks;
 mod lens;
@@ -19,37 +16,31 @@ mod record;
 mod request;
 pub mod request_checks;
 mod respond;
-mod route;
 mod secure;
 mod upstream_fields;
 mod websphere;
 
 pub use body::H1_MOST;
-pub use ctx::RequestCtx;
 
 /// The proxy core's parts that tether's own HTTP/1 engine (`crate::engine`) runs too.
-pub use client::client_of;
-pub use fleet_wait::{settle as await_fleet, waits as waits_for_fleet};
 pub use forwarded::{set_forwarded, write_on_stack};
 pub use min_rate::{body_time_left, write_timeout};
-pub use peer::{connect_failed, http_peer, status_failed, why_failed};
+pub use peer::{http_peer, why_failed};
 pub use record::of_request as access_record;
-pub use request::{host_and_port, log_refusal};
-pub use respond::{error_body, https_host, NO_HOST};
 pub use secure::{set_ssl_headers, Secure};
 pub use upstream_fields::UpstreamFields;
-pub use websphere::{learn as learn_wspt, tag_request};
+pub use websphere::tag_request;
 
 use crate::access_log::AccessLog;
-use crate::routing::{ms_at, now_ms, Decision, Reject};
+use crate::pipeline::{self, Admitted, Answer, Heard, RequestCtx};
+use crate::routing::{ms_at, now_ms, Decision};
 use crate::snapshot::SharedSnapshot;
-use log::{info, warn};
+use log::warn;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::Result;
 use pingora_error::{Error, ErrorType};
 use pingora_http::{RequestHeader, ResponseHeader};
 use pingora_proxy::{FailToProxy, Session};
-use respond::Conn;
 use std::sync::Arc;
 
 /// The proxy service of one listener.
@@ -80,30 +71,9 @@ impl TetherProxy {
     }
 }
 
-/// Most informational (1xx) responses relayed for one request; a server sending more is
-/// treated as broken (502), so it cannot keep a client busy with an endless stream.
-const MAX_INFORMATIONAL: u8 = 16;
-
 /// Only idempotent requests whose body is still fully buffered may be sent again.
 pub(crate) fn retry_allowed(session: &Session) -> bool {
     session.req_header().method.is_idempotent() && !session.as_ref().retry_buffer_truncated()
-}
-
-fn decide(session: &Session, ctx: &mut RequestCtx) -> Decision {
-    let Some(router) = &ctx.router else {
-        return Decision::Reject(Reject::NoServer);
-    };
-    let req = session.req_header();
-    // The first decision uses the arrival time the context already read.
-    let now = if ctx.tried.is_empty() {
-        ms_at(ctx.start)
-    } else {
-        now_ms()
-    };
-    let (d, key) =
-        router.decide_keyed(req.raw_path(), &req.headers, &ctx.tried, now, ctx.preferred);
-    ctx.session_key = key;
-    d
 }
 
 /// What tether does in each of Pingora's phases, as plain methods: `hooks.rs` calls them
@@ -134,32 +104,12 @@ impl TetherProxy {
         let snapshot = self.snapshot.load_full();
         let default = snapshot.listeners[self.listener];
         self.versions.count(session.req_header().version);
-        let peer = session
-            .client_addr()
-            .and_then(|a| a.as_inet())
-            .map(|a| a.ip());
-        ctx.client = client::client_of(
-            peer,
-            &session.req_header().headers,
-            &snapshot.trusted_proxies[self.listener],
-        );
-        if let (Some(limiter), Some(client)) = (&snapshot.client_limits[self.listener], ctx.client)
-        {
-            if let Err(retry_after) = limiter.admit_request(client, ms_at(ctx.start)) {
-                ctx.metrics = default.map(|d| snapshot.metrics[d].clone());
-                respond::too_many(session, retry_after).await?;
-                return Ok(true);
-            }
-        }
-        if let Some(redirect) = snapshot.redirects[self.listener] {
-            ctx.metrics = default.map(|d| snapshot.metrics[d].clone());
-            respond::to_https(session, redirect).await?;
-            return Ok(true);
-        }
+        // What tether's engine refuses as it reads a head, this path checks here.
         if request::head_size(session) > ctx.limits.max_request_head {
             ctx.metrics = default.map(|d| snapshot.metrics[d].clone());
             crate::metrics::client_closed(&self.name, "request_head_too_large");
-            respond::plain(session, 431, respond::error_body(431), Conn::Close).await?;
+            let why = pipeline::error_body(431);
+            respond::answer(session, &Answer::Refusal { status: 431, why }, true).await?;
             return Ok(true);
         }
         // The raw head only when its framing needs a second look (rare).
@@ -171,22 +121,23 @@ impl TetherProxy {
             .flatten();
         if let Err(why) = request_checks::check(session.req_header_mut(), raw.as_deref()) {
             ctx.metrics = default.map(|d| snapshot.metrics[d].clone());
-            respond::plain(session, 400, why, Conn::Close).await?;
+            respond::answer(session, &Answer::Refusal { status: 400, why }, true).await?;
             return Ok(true);
         }
-        ctx.forwarded = snapshot.forwarded[self.listener];
-        // Host and path routes choose the cluster (or answer); then the plugins may.
-        let listener_routes = &snapshot.routes[self.listener];
-        let (start, route) = match route::apply(session, ctx, listener_routes, default).await? {
-            route::Step::Cluster { start, route } => (start, route),
-            route::Step::Answered => return Ok(true),
+        let (start, route_chain) = {
+            let front = request::Req::of(session);
+            match pipeline::admit(&snapshot, self.listener, ctx, &front) {
+                Admitted::Cluster {
+                    cluster,
+                    route_chain,
+                } => (cluster, route_chain),
+                Admitted::Answer(answer) => {
+                    let reply = respond::reply(&answer, false)?;
+                    respond::send(session, reply).await?;
+                    return Ok(true);
+                }
+            }
         };
-        let Some(start) = start else {
-            // No route and no default cluster.
-            respond::plain(session, 404, respond::error_body(404), Conn::KeepAlive).await?;
-            return Ok(true);
-        };
-        let route_chain = route.map(|i| &*listener_routes.routes[i].chain);
         let cluster = if snapshot.has_plugins() {
             match plugins::choose(
                 session,
@@ -205,24 +156,18 @@ impl TetherProxy {
         } else {
             start
         };
-        ctx.router = Some(snapshot.clusters[cluster].clone());
-        ctx.metrics = Some(snapshot.metrics[cluster].clone());
-        ctx.upstream_tls = snapshot.upstream_tls[cluster].clone();
-        ctx.ssl_headers = snapshot.ssl_headers[cluster].clone();
-        let mut decision = decide(session, ctx);
-        if fleet_wait::waits(ctx.router.as_deref(), decision, ctx.session_key) {
-            let router = ctx.router.clone().expect("waits() saw it");
-            let key = ctx.session_key;
-            decision = fleet_wait::settle(&router, decision, key, || decide(session, ctx)).await;
-        }
+        ctx.bind(&snapshot, cluster);
+        let front = request::Req::of(session);
+        let first = pipeline::decide(ctx, &front, ms_at(ctx.start));
+        let decision = pipeline::settled(ctx, &front, first).await;
         ctx.count_decision(decision);
         match decision {
             Decision::Reject(reason) => {
                 ctx.rejected = Some(reason);
                 if let Some(router) = &ctx.router {
-                    request::log_refusal(router, reason);
+                    pipeline::log_refusal(router, reason);
                 }
-                respond::plain(session, 503, reason.body(), Conn::KeepAlive).await?;
+                respond::answer(session, &Answer::Refused(reason), false).await?;
                 Ok(true)
             }
             d => {
@@ -231,7 +176,7 @@ impl TetherProxy {
                     body::Buffered::Ready => Ok(false),
                     body::Buffered::TooSlow => {
                         crate::metrics::client_closed(&self.name, "request_body_timeout");
-                        respond::plain(session, 408, respond::error_body(408), Conn::Close).await?;
+                        respond::answer(session, &Answer::TooSlow, true).await?;
                         Ok(true)
                     }
                     body::Buffered::Overflow => {
@@ -239,7 +184,9 @@ impl TetherProxy {
                             "listener {}: more than 64 KiB of a request body came with its head; refused (413); a max_request_head of 32 KiB or less prevents it",
                             self.name
                         );
-                        respond::plain(session, 413, respond::error_body(413), Conn::Close).await?;
+                        let why = pipeline::error_body(413);
+                        respond::answer(session, &Answer::Refusal { status: 413, why }, true)
+                            .await?;
                         Ok(true)
                     }
                 }
@@ -258,12 +205,9 @@ impl TetherProxy {
                 }
             }
             _ => {
-                let mut d = decide(session, ctx);
-                if fleet_wait::waits(ctx.router.as_deref(), d, ctx.session_key) {
-                    let router = ctx.router.clone().expect("waits() saw it");
-                    let key = ctx.session_key;
-                    d = fleet_wait::settle(&router, d, key, || decide(session, ctx)).await;
-                }
+                let front = request::Req::of(session);
+                let d = pipeline::decide(ctx, &front, now_ms());
+                let d = pipeline::settled(ctx, &front, d).await;
                 ctx.count_decision(d);
                 d
             }
@@ -278,7 +222,7 @@ impl TetherProxy {
             Decision::Reject(reason) => {
                 ctx.rejected = Some(reason);
                 if let Some(router) = &ctx.router {
-                    request::log_refusal(router, reason);
+                    pipeline::log_refusal(router, reason);
                 }
                 return Err(Error::explain(ErrorType::HTTPStatus(503), reason.body()));
             }
@@ -361,55 +305,35 @@ impl TetherProxy {
         upstream_response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        if !crate::http1::response::is_final(upstream_response.status.as_u16()) {
-            ctx.informational = ctx.informational.saturating_add(1);
-            if ctx.informational > MAX_INFORMATIONAL {
+        let status = upstream_response.status.as_u16();
+        let may_retry = retry_allowed(session);
+        match pipeline::heard(ctx, status, &upstream_response.headers, may_retry) {
+            // An interim answer: the final one decides the server's health and learning.
+            Heard::Interim => return Ok(()),
+            Heard::TooManyInterim => {
                 return Err(Error::explain(
                     ErrorType::HTTPStatus(502),
                     "too many informational (1xx) responses",
-                ));
+                ))
             }
-            // An interim answer: the final one decides the server's health and learning.
-            return Ok(());
-        }
-        if let (Some(router), Some(i)) = (&ctx.router, ctx.server) {
-            let slot = &router.servers()[i];
-            let status = upstream_response.status.as_u16();
-            if router.fails_on(status)
-                && ctx.tried.len() < router.max_attempts as usize
-                && retry_allowed(session)
-            {
-                // mod_jk fail_on_status: this server is in error; the next one gets the
-                // request. Nothing has gone downstream yet, so the retry is invisible.
-                status_failed(router, slot, status);
+            Heard::Retry => {
+                // Nothing has gone downstream yet, so the retry is invisible.
                 ctx.status_failure = true;
                 let mut e = Error::explain(ErrorType::HTTPStatus(status), "fail_on_status");
                 e.set_retry(true);
                 return Err(e);
             }
-            websphere::learn_and_strip(router, &slot.config.name, upstream_response);
-            let set_cookies = upstream_response.headers.get_all(http::header::SET_COOKIE);
-            router.track(
-                ctx.session_key,
-                set_cookies.iter().map(|v| v.as_bytes()),
-                i,
-                crate::routing::ms_at(ctx.start),
-            );
-            if let Some((snapshot, listener, cluster)) = &ctx.plugins {
-                let state = &mut ctx.plugin_state;
-                snapshot.listener_chains[*listener]
-                    .upstream_response(upstream_response, state)
-                    .await;
-                snapshot.cluster_chains[*cluster]
-                    .upstream_response(upstream_response, state)
-                    .await;
-            }
-            if slot.live.mark_up() {
-                info!(
-                    "cluster {} server {} ({}) is answering again: marked up",
-                    router.name, slot.config.name, slot.config.address
-                );
-            }
+            Heard::Final => {}
+        }
+        websphere::strip_response(upstream_response);
+        if let Some((snapshot, listener, cluster)) = &ctx.plugins {
+            let state = &mut ctx.plugin_state;
+            snapshot.listener_chains[*listener]
+                .upstream_response(upstream_response, state)
+                .await;
+            snapshot.cluster_chains[*cluster]
+                .upstream_response(upstream_response, state)
+                .await;
         }
         Ok(())
     }
@@ -438,11 +362,16 @@ impl TetherProxy {
             .response_written()
             .is_some_and(|r| crate::http1::response::is_final(r.status.as_u16()));
         if code > 0 && !final_written {
-            let body = match ctx.rejected {
-                Some(reason) => reason.body(),
-                None => respond::error_body(code),
+            let answer = match (ctx.rejected, code) {
+                (Some(reason), _) => Answer::Refused(reason),
+                (None, 502 | 504) => Answer::ServerFailed(code),
+                (None, 408) => Answer::TooSlow,
+                (None, status) => Answer::Refusal {
+                    status,
+                    why: pipeline::error_body(status),
+                },
             };
-            if let Err(err) = respond::plain(session, code, body, Conn::Close).await {
+            if let Err(err) = respond::answer(session, &answer, true).await {
                 warn!("failed to send error response: {err}");
             }
         }

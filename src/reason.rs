@@ -78,9 +78,10 @@ fn io_reason(e: &Error) -> Option<String> {
 /// The TLS library's reason in words, from Pingora's context (`... :WRONG_VERSION_NUMBER:
 /// ...` becomes `wrong version number`).
 fn tls_reason(context: &str) -> Option<String> {
-    let code = context.split([':', ',']).map(str::trim).find(|part| {
-        part.len() > 3 && part.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
-    })?;
+    let code = context
+        .split([':', ','])
+        .map(str::trim)
+        .find(|part| part.len() > 3 && part.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'))?;
     Some(code.to_ascii_lowercase().replace('_', " "))
 }
 

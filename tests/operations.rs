@@ -285,9 +285,13 @@ async fn sigint_stops_at_once_during_the_grace_period() {
     wait_until("tether to listen", Duration::from_secs(10), || {
         std::net::TcpStream::connect(addr).is_ok()
     });
-    // A client in the middle of its request: the graceful stop waits for it.
+    // A request in flight (its body still coming): the graceful stop waits for it.
     let mut open = std::net::TcpStream::connect(addr).unwrap();
-    std::io::Write::write_all(&mut open, b"GET / HTTP/1.1\r\nHost: shop\r\n").unwrap();
+    std::io::Write::write_all(
+        &mut open,
+        b"POST / HTTP/1.1\r\nHost: shop\r\nContent-Length: 100\r\n\r\nabc",
+    )
+    .unwrap();
     std::thread::sleep(Duration::from_millis(100));
     let pid = child.id().to_string();
     Command::new("kill").args(["-TERM", &pid]).status().unwrap();

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{free_port, running, scratch_dir, tether_bin, tomcats};
+use common::{free_port, running, scratch_dir, tether_bin, tomcats, KillOnDrop};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -70,18 +70,6 @@ impl Setup {
 }
 
 /// Kills whatever process the pid file names when the test ends, however it ends.
-struct KillOnDrop(PathBuf);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Ok(pid) = tether::upgrade::read_pid(&self.0) {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-        }
-    }
-}
-
 #[derive(Default)]
 struct Tally {
     requests: AtomicU64,

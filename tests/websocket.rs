@@ -649,6 +649,7 @@ fn reload_and_binary_upgrade_keep_open_websockets_until_they_close() {
         std::fs::write(&conf, yaml).unwrap();
     };
     write(1);
+    let guard = common::KillOnDrop(dir.join("tether.pid"));
     let log = std::fs::File::create(dir.join("first.log")).unwrap();
     let mut first = Command::new(tether_bin())
         .arg("-c")
@@ -737,8 +738,7 @@ fn reload_and_binary_upgrade_keep_open_websockets_until_they_close() {
         "{old_log}"
     );
     echo(&mut fresh, "the new process goes on");
-    // SAFETY: kill(2) with the pid the new process wrote.
-    unsafe { libc::kill(new, libc::SIGINT) };
+    drop(guard);
     let deadline = Instant::now() + Duration::from_secs(10);
     while running(new) {
         assert!(Instant::now() < deadline, "the new process did not stop");

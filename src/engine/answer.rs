@@ -1,18 +1,41 @@
-//! The answers tether's engine writes itself (a refusal, a route's own answer, a redirect
-//! to https, an error of the server's), into the connection's write buffer; the same heads and bodies as
-//! pingora-proxy's path writes (`proxy/respond.rs`).
+//! tether's own answers ([`Answer`]) on the engine's wire: written into the connection's
+//! write buffer, the heads and bodies pingora-proxy's path sends for them too
+//! (`proxy/respond.rs`).
 
+use crate::pipeline::Answer;
 use crate::proxy::write_on_stack;
+
+/// Writes `answer` into `out`; `close`: the connection closes after it (as it does after
+/// every answer that [`Answer::closes`]), and the head says so. Whether it closes.
+pub fn write(out: &mut Vec<u8>, answer: &Answer<'_>, close: bool) -> bool {
+    let close = close || answer.closes();
+    match *answer {
+        Answer::TooMany { retry_after_secs } => {
+            let mut digits = [0u8; 48];
+            let secs = write_on_stack(&mut digits, retry_after_secs);
+            plain(out, 429, answer.body(), close, Some(("Retry-After", secs)));
+        }
+        Answer::ToHttps {
+            redirect,
+            host,
+            origin,
+        } => to_https(out, redirect, host, origin, close),
+        Answer::Redirect { status, to } => {
+            plain(out, status, b"", close, Some(("Location", to.as_bytes())));
+        }
+        Answer::Plugin {
+            status,
+            fields,
+            body,
+        } => with_fields(out, status, fields, body.as_bytes(), close),
+        _ => plain(out, answer.status(), answer.body(), close, None),
+    }
+    close
+}
 
 /// Writes a `text/plain` answer: `status`, `body`, and whether the connection closes
 /// after it (then it says so). `extra` is one more field (`Retry-After`, `Location`).
-pub fn plain(
-    out: &mut Vec<u8>,
-    status: u16,
-    body: &[u8],
-    close: bool,
-    extra: Option<(&str, &[u8])>,
-) {
+fn plain(out: &mut Vec<u8>, status: u16, body: &[u8], close: bool, extra: Option<(&str, &[u8])>) {
     status_line(out, status);
     if !body.is_empty() || extra.is_none() {
         out.extend_from_slice(b"Content-Type: text/plain; charset=utf-8\r\n");
@@ -36,7 +59,7 @@ pub fn plain(
 
 /// Writes a plugin's answer: [`plain`]'s head, where the plugin's `fields` replace
 /// tether's of the same name (as pingora-proxy's path does), and its body.
-pub fn with_fields(
+fn with_fields(
     out: &mut Vec<u8>,
     status: u16,
     fields: &[(String, String)],
@@ -65,8 +88,8 @@ pub fn with_fields(
 }
 
 /// Writes a redirect to `https://<host>[:<port>]<target>` (`redirect_https`; `host`
-/// checked by `proxy::https_host`), the `Location` written in place.
-pub fn to_https(
+/// checked by `pipeline::https_host`), the `Location` written in place.
+fn to_https(
     out: &mut Vec<u8>,
     redirect: crate::config::Redirect,
     host: &[u8],

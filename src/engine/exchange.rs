@@ -11,17 +11,15 @@ use super::upload::{Stop, Upload};
 use super::wire::{Replaced, Upstream};
 use crate::config::ListenerLimits;
 use crate::http1::framing::Body;
-use crate::http1::response::{is_final, Framing};
-use crate::proxy::{self, RequestCtx, Secure};
+use crate::http1::response::{Framing, ResponseHead};
+use crate::pipeline::{self, Heard, RequestCtx};
+use crate::proxy::{self, Secure};
 use crate::routing::Timeouts;
-use log::{info, warn};
+use log::warn;
 use pingora_core::connectors::TransportConnector;
 use pingora_core::protocols::Stream;
 use pingora_core::upstreams::peer::Peer;
 use tokio::io::AsyncReadExt;
-
-/// Most informational (1xx) answers relayed for one request (as `proxy.rs`).
-const MAX_INFORMATIONAL: u8 = 16;
 
 /// What the request is, for the try.
 pub struct Request {
@@ -116,7 +114,6 @@ pub async fn attempt(
         });
     }
     let mut filled = 0;
-    let mut informational = 0u8;
     loop {
         // The rest of a large or chunked body, until it is all sent or the server speaks.
         if !req.upload.is_done() {
@@ -140,57 +137,29 @@ pub async fn attempt(
                 "101 to a request that asked for no upgrade",
             ));
         }
-        if !is_final(status) {
-            informational += 1;
-            if informational > MAX_INFORMATIONAL {
+        let may_retry = req.upload.body != Body::Chunked && !req.upload.streamed() && idempotent(c);
+        let heard = pipeline::heard(ctx, status, &ServerFields(&c.up_head, &c.up_buf), may_retry);
+        match heard {
+            Heard::TooManyInterim => {
                 return Err(Failure::Upstream(
                     502,
                     "too many informational (1xx) responses",
-                ));
+                ))
             }
-            client_head(c, Framing::None, true, req.http10);
-            if to_client(&mut c.stream, &c.out, &req.limits, listener)
-                .await
-                .is_err()
-            {
-                return Err(Failure::Client(0));
+            Heard::Interim => {
+                client_head(c, Framing::None, true, req.http10);
+                if to_client(&mut c.stream, &c.out, &req.limits, listener)
+                    .await
+                    .is_err()
+                {
+                    return Err(Failure::Client(0));
+                }
+                c.up_buf.copy_within(len..filled, 0);
+                filled -= len;
+                continue;
             }
-            c.up_buf.copy_within(len..filled, 0);
-            filled -= len;
-            continue;
-        }
-        if router.fails_on(status)
-            && ctx.tried.len() < router.max_attempts as usize
-            && req.upload.body != Body::Chunked
-            && !req.upload.streamed()
-            && idempotent(c)
-        {
-            // mod_jk fail_on_status: this server is in error; the next one gets the request.
-            proxy::status_failed(&router, slot, status);
-            return Err(Failure::Status);
-        }
-        let wspt = c
-            .up_head
-            .fields(&c.up_buf)
-            .filter(|(n, _)| n.eq_ignore_ascii_case(b"$wspt"))
-            .map(|(_, v)| v);
-        proxy::learn_wspt(&router, &slot.config.name, wspt);
-        let set_cookies = c
-            .up_head
-            .fields(&c.up_buf)
-            .filter(|(n, _)| n.eq_ignore_ascii_case(b"set-cookie"))
-            .map(|(_, v)| v);
-        router.track(
-            ctx.session_key,
-            set_cookies,
-            server,
-            crate::routing::ms_at(ctx.start),
-        );
-        if slot.live.mark_up() {
-            info!(
-                "cluster {} server {} ({}) is answering again: marked up",
-                router.name, slot.config.name, slot.config.address
-            );
+            Heard::Retry => return Err(Failure::Status),
+            Heard::Final => {}
         }
         if status == 101 {
             client_head(c, Framing::None, false, false);
@@ -280,6 +249,18 @@ async fn tunnel(
     tunnels.ended(ended.label());
     // Nothing of the buffer is a next request.
     *end = 0;
+}
+
+/// The server's answer head, as the pipeline reads its fields.
+struct ServerFields<'a>(&'a ResponseHead, &'a [u8]);
+
+impl crate::routing::Fields for ServerFields<'_> {
+    fn values<'a>(
+        &'a self,
+        name: &'a http::HeaderName,
+    ) -> impl DoubleEndedIterator<Item = &'a [u8]> + 'a {
+        self.0.values(self.1, name.as_str())
+    }
 }
 
 /// May the request be sent again (RFC 9110 §9.2.2)?

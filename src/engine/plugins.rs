@@ -7,8 +7,8 @@
 
 use super::conn::Conn;
 use super::serve::Engine;
+use crate::pipeline::RequestCtx;
 use crate::proxy::plugins::{self, Answer};
-use crate::proxy::RequestCtx;
 use crate::snapshot::Snapshot;
 use pingora_http::RequestHeader;
 use std::sync::Arc;
@@ -32,7 +32,7 @@ impl Engine {
             return Err(Answer {
                 status: 400,
                 headers: Vec::new(),
-                body: crate::proxy::error_body(400).to_string(),
+                body: crate::pipeline::error_body(400).to_string(),
             });
         };
         let digest = c.stream.get_proxy_digest();

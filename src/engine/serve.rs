@@ -12,7 +12,7 @@ use super::idle::{Held, IdleWait};
 use super::upload::{Stop, Upload};
 use crate::access_log::AccessLog;
 use crate::http1::framing;
-use crate::proxy::{self, RequestCtx};
+use crate::pipeline::{Answer, RequestCtx};
 use crate::snapshot::SharedSnapshot;
 use bytes::BytesMut;
 use pingora_core::connectors::{ConnectorOptions, TransportConnector};
@@ -268,8 +268,11 @@ impl Engine {
     /// closes (what came after it cannot be trusted to start a request).
     pub(super) async fn refuse(&self, c: &mut Conn, refusal: crate::http1::head::Refusal) {
         crate::head_limit::head_read();
-        let why = refusal.why.as_bytes();
-        answer::plain(&mut c.out, refusal.status, why, true, None);
+        let refused = Answer::Refusal {
+            status: refusal.status,
+            why: refusal.why,
+        };
+        answer::write(&mut c.out, &refused, true);
         let limits = self.snapshot.load().limits[self.listener];
         let _ = c.write_out(&limits, &self.name).await;
     }
@@ -277,13 +280,7 @@ impl Engine {
     /// The body did not come at the listener's rate: 408, and the connection closes.
     pub(super) async fn too_slow(&self, c: &mut Conn, limits: &crate::config::ListenerLimits) {
         crate::metrics::client_closed(&self.name, "request_body_timeout");
-        answer::plain(
-            &mut c.out,
-            408,
-            proxy::error_body(408).as_bytes(),
-            true,
-            None,
-        );
+        answer::write(&mut c.out, &Answer::TooSlow, true);
         let _ = c.write_out(limits, &self.name).await;
     }
 }

@@ -1,7 +1,6 @@
-//! The proxy core's steps of one request on tether's engine, over the engine's view of it:
-//! the client address, the per-client rate, host and path routes, the routing decision,
-//! the tries of servers until one answers or no retry is allowed, tether's own answers, and
-//! the request's metrics and access-log record.
+//! One request on tether's engine through the pipeline's steps (`crate::pipeline`), over
+//! the engine's view of it, then the tries of servers until one answers or no retry is
+//! allowed, tether's own answers, and the request's metrics and access-log record.
 
 use super::answer;
 use super::conn::Conn;
@@ -9,10 +8,9 @@ use super::exchange::{self, Failure, Request};
 use super::serve::Engine;
 use super::upload::Stop;
 use crate::access_log::Record;
-use crate::config::RouteAction;
 use crate::http1::head::RequestHead;
-use crate::proxy::{self, RequestCtx};
-use crate::routes::Found;
+use crate::pipeline::{self, Admitted, Answer, Front, RequestCtx};
+use crate::proxy;
 use crate::routing::{ms_at, now_ms, Decision, Fields, Reject};
 use crate::snapshot::Snapshot;
 use http::HeaderName;
@@ -21,20 +19,59 @@ use std::sync::Arc;
 /// Bound on tries of one request (pingora-proxy's; tether's `max_attempts` is lower).
 const MAX_TRIES: usize = 16;
 
-/// A request's fields, read from the engine's buffer.
-struct View<'a>(&'a Conn);
+/// A request as the pipeline reads it: the engine's view of its buffer and connection
+/// (the fields it borrows leave the write buffer free for an answer).
+struct View<'a> {
+    head: &'a RequestHead,
+    buf: &'a [u8],
+    peer: Option<std::net::IpAddr>,
+    local: Option<std::net::SocketAddr>,
+}
+
+impl<'a> View<'a> {
+    fn of(c: &'a Conn) -> Self {
+        View {
+            head: &c.head,
+            buf: &c.buf,
+            peer: c.peer,
+            local: c.local,
+        }
+    }
+}
 
 impl Fields for View<'_> {
     fn values<'a>(
         &'a self,
         name: &'a HeaderName,
     ) -> impl DoubleEndedIterator<Item = &'a [u8]> + 'a {
-        self.0.head.values(&self.0.buf, name.as_str())
+        self.head.values(self.buf, name.as_str())
+    }
+}
+
+impl Front for View<'_> {
+    fn peer(&self) -> Option<std::net::IpAddr> {
+        self.peer
+    }
+
+    fn local_port(&self) -> u16 {
+        self.local.map_or(0, |a| a.port())
+    }
+
+    fn host(&self) -> Option<&[u8]> {
+        self.head.values(self.buf, "host").next()
+    }
+
+    fn target(&self) -> &[u8] {
+        self.head.target.of(self.buf)
+    }
+
+    fn origin(&self) -> &[u8] {
+        origin(self.head, self.buf)
     }
 }
 
 impl Engine {
-    /// The proxy core's steps and the tries: the status answered, and whether the client's
+    /// The pipeline's steps and the tries: the status answered, and whether the client's
     /// connection goes on.
     pub(super) async fn process(
         &self,
@@ -43,88 +80,28 @@ impl Engine {
         snapshot: &Arc<Snapshot>,
         req: &mut Request,
     ) -> (u16, bool) {
-        let default = snapshot.listeners[self.listener];
         let counters = &self.versions;
         match c.head.minor {
             0 => counters.http10.inc(),
             _ => counters.http11.inc(),
         }
-        ctx.client = proxy::client_of(c.peer, &View(c), &snapshot.trusted_proxies[self.listener]);
-        if let (Some(limiter), Some(client)) = (&snapshot.client_limits[self.listener], ctx.client)
+        let view = View {
+            head: &c.head,
+            buf: &c.buf,
+            peer: c.peer,
+            local: c.local,
+        };
+        let (mut cluster, route_chain) = match pipeline::admit(snapshot, self.listener, ctx, &view)
         {
-            if let Err(retry_after) = limiter.admit_request(client, ms_at(ctx.start)) {
-                ctx.metrics = default.map(|d| snapshot.metrics[d].clone());
-                let mut digits = [0u8; 48];
-                let secs = proxy::write_on_stack(&mut digits, retry_after.as_secs().max(1));
-                let body = proxy::error_body(429).as_bytes();
-                answer::plain(
-                    &mut c.out,
-                    429,
-                    body,
-                    !req.keeps(),
-                    Some(("Retry-After", secs)),
-                );
-                return self.answered(c, 429, req).await;
+            Admitted::Cluster {
+                cluster,
+                route_chain,
+            } => (cluster, route_chain),
+            Admitted::Answer(answer) => {
+                let status = answer.status();
+                let closes = answer::write(&mut c.out, &answer, !req.keeps());
+                return self.answered(c, status, closes, req).await;
             }
-        }
-        if let Some(redirect) = snapshot.redirects[self.listener] {
-            ctx.metrics = default.map(|d| snapshot.metrics[d].clone());
-            let host = c.head.values(&c.buf, http::header::HOST.as_str()).next();
-            let Some(host) = proxy::https_host(host.unwrap_or_default()) else {
-                // As pingora-proxy's path: refused, and the connection closes.
-                let no_host = proxy::NO_HOST.as_bytes();
-                answer::plain(&mut c.out, 400, no_host, true, None);
-                return (self.answered(c, 400, req).await.0, false);
-            };
-            let origin = origin(&c.head, &c.buf);
-            answer::to_https(&mut c.out, redirect, host, origin, !req.keeps());
-            return self.answered(c, redirect.status, req).await;
-        }
-        ctx.forwarded = snapshot.forwarded[self.listener];
-        let routes = &snapshot.routes[self.listener];
-        let mut start = default;
-        let mut route_chain = None;
-        if !routes.table.is_empty() {
-            let view = View(c);
-            let host = view.first(&http::header::HOST).unwrap_or_default();
-            let port = c.local.map_or(0, |a| a.port());
-            let (host, port) = proxy::host_and_port(host, port);
-            let origin = origin(&c.head, &c.buf);
-            let path = origin.split(|&b| b == b'?').next().unwrap_or(origin);
-            match routes.table.find(host, port, path) {
-                found @ (Found::Route(i) | Found::Excluded(i)) => {
-                    let info = &routes.routes[i];
-                    info.hits.inc();
-                    ctx.route = Some(info.name.clone());
-                    ctx.metrics = start.map(|d| snapshot.metrics[d].clone());
-                    if matches!(found, Found::Excluded(_)) {
-                        let body = proxy::error_body(404).as_bytes();
-                        answer::plain(&mut c.out, 404, body, !req.keeps(), None);
-                        return self.answered(c, 404, req).await;
-                    }
-                    match &info.action {
-                        RouteAction::Cluster(cluster) => {
-                            start = Some(*cluster);
-                            route_chain = Some(&*info.chain);
-                        }
-                        RouteAction::Respond { status, body } => {
-                            answer::plain(&mut c.out, *status, body.as_bytes(), !req.keeps(), None);
-                            return self.answered(c, *status, req).await;
-                        }
-                        RouteAction::Redirect { to, status } => {
-                            let location = Some(("Location", to.as_bytes()));
-                            answer::plain(&mut c.out, *status, b"", !req.keeps(), location);
-                            return self.answered(c, *status, req).await;
-                        }
-                    }
-                }
-                Found::None => {}
-            }
-        }
-        let Some(mut cluster) = start else {
-            let body = proxy::error_body(404).as_bytes();
-            answer::plain(&mut c.out, 404, body, !req.keeps(), None);
-            return self.answered(c, 404, req).await;
         };
         if snapshot.has_plugins() {
             // Boxed: a request without plugins does not carry their future.
@@ -134,18 +111,19 @@ impl Engine {
                 Err(a) => {
                     // Counted under the cluster the request was headed for.
                     ctx.metrics = Some(snapshot.metrics[cluster].clone());
-                    let body = a.body.as_bytes();
-                    answer::with_fields(&mut c.out, a.status, &a.headers, body, !req.keeps());
-                    return self.answered(c, a.status, req).await;
+                    let answer = Answer::Plugin {
+                        status: a.status,
+                        fields: &a.headers,
+                        body: &a.body,
+                    };
+                    let closes = answer::write(&mut c.out, &answer, !req.keeps());
+                    return self.answered(c, a.status, closes, req).await;
                 }
             }
         }
-        ctx.router = Some(snapshot.clusters[cluster].clone());
-        ctx.metrics = Some(snapshot.metrics[cluster].clone());
-        ctx.upstream_tls = snapshot.upstream_tls[cluster].clone();
-        ctx.ssl_headers = snapshot.ssl_headers[cluster].clone();
-        let first = self.decide_only(c, ctx, ms_at(ctx.start));
-        let mut decision = self.settled(c, ctx, first).await;
+        ctx.bind(snapshot, cluster);
+        let first = pipeline::decide(ctx, &View::of(c), ms_at(ctx.start));
+        let mut decision = pipeline::settled(ctx, &View::of(c), first).await;
         ctx.count_decision(decision);
         let mut tries = 0;
         loop {
@@ -176,9 +154,9 @@ impl Engine {
             let retry = tries < MAX_TRIES;
             match failure {
                 Failure::Connect(why) => {
-                    if proxy::connect_failed(ctx, &why) && retry {
-                        let next = self.decide_only(c, ctx, now_ms());
-                        decision = self.settled(c, ctx, next).await;
+                    if pipeline::connect_failed(ctx, &why) && retry {
+                        let next = pipeline::decide(ctx, &View::of(c), now_ms());
+                        decision = pipeline::settled(ctx, &View::of(c), next).await;
                         ctx.count_decision(decision);
                         continue;
                     }
@@ -194,7 +172,10 @@ impl Engine {
                     let why = format!("the server closed a kept connection ({address})");
                     return self.failed(c, ctx, 502, &why, req).await;
                 }
-                Failure::Status if retry => decision = self.decide(c, ctx, now_ms()),
+                Failure::Status if retry => {
+                    decision = pipeline::decide(ctx, &View::of(c), now_ms());
+                    ctx.count_decision(decision);
+                }
                 Failure::Status => return self.failed(c, ctx, 502, "fail_on_status", req).await,
                 Failure::Upstream(status, why) => {
                     ctx.upstream_failed = true;
@@ -208,36 +189,6 @@ impl Engine {
         }
     }
 
-    /// `d`, or, when it would fail a WebSphere session over while a fleet feeds the
-    /// partition table, what is decided once the fleet has had its word
-    /// (`proxy/fleet_wait.rs`). Boxed only when it waits.
-    async fn settled(&self, c: &Conn, ctx: &mut RequestCtx, d: Decision) -> Decision {
-        if !proxy::waits_for_fleet(ctx.router.as_deref(), d, ctx.session_key) {
-            return d;
-        }
-        let router = ctx.router.clone().expect("waits_for_fleet saw it");
-        let key = ctx.session_key;
-        let fleet = proxy::await_fleet(&router, d, key, || self.decide_only(c, ctx, now_ms()));
-        Box::pin(fleet).await
-    }
-
-    fn decide(&self, c: &Conn, ctx: &mut RequestCtx, now: u64) -> Decision {
-        let d = self.decide_only(c, ctx, now);
-        ctx.count_decision(d);
-        d
-    }
-
-    /// The decision, not counted yet.
-    fn decide_only(&self, c: &Conn, ctx: &mut RequestCtx, now: u64) -> Decision {
-        let Some(router) = &ctx.router else {
-            return Decision::Reject(Reject::NoServer);
-        };
-        let target = c.head.target.of(&c.buf);
-        let (d, key) = router.decide_keyed(target, &View(c), &ctx.tried, now, ctx.preferred);
-        ctx.session_key = key;
-        d
-    }
-
     /// tether refused the request (no server, `sticky_force`): 503.
     async fn refused(
         &self,
@@ -248,16 +199,10 @@ impl Engine {
     ) -> (u16, bool) {
         ctx.rejected = Some(reason);
         if let Some(router) = &ctx.router {
-            proxy::log_refusal(router, reason);
+            pipeline::log_refusal(router, reason);
         }
-        answer::plain(
-            &mut c.out,
-            503,
-            reason.body().as_bytes(),
-            !req.keeps(),
-            None,
-        );
-        self.answered(c, 503, req).await
+        let closes = answer::write(&mut c.out, &Answer::Refused(reason), !req.keeps());
+        self.answered(c, 503, closes, req).await
     }
 
     /// The server failed before an answer: `status` (502, 504), and the connection closes.
@@ -270,13 +215,7 @@ impl Engine {
         req: &Request,
     ) -> (u16, bool) {
         proxy::log_failure(why, status, ctx.tried.len(), &self.name);
-        answer::plain(
-            &mut c.out,
-            status,
-            proxy::error_body(status).as_bytes(),
-            true,
-            None,
-        );
+        answer::write(&mut c.out, &Answer::ServerFailed(status), true);
         let _ = c.write_out(&req.limits, &self.name).await;
         (status, false)
     }
@@ -298,10 +237,16 @@ impl Engine {
         }
     }
 
-    /// Writes tether's own answer (in `out`).
-    async fn answered(&self, c: &mut Conn, status: u16, req: &Request) -> (u16, bool) {
+    /// Writes tether's own answer (in `out`); `closes`: the connection ends after it.
+    async fn answered(
+        &self,
+        c: &mut Conn,
+        status: u16,
+        closes: bool,
+        req: &Request,
+    ) -> (u16, bool) {
         match c.write_out(&req.limits, &self.name).await {
-            Ok(()) => (status, req.keeps()),
+            Ok(()) => (status, req.keeps() && !closes),
             Err(_) => (status, false),
         }
     }

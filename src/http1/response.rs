@@ -72,10 +72,24 @@ impl ResponseHead {
         Ok(true)
     }
 
-    pub fn fields<'b>(&'b self, buf: &'b [u8]) -> impl Iterator<Item = (&'b [u8], &'b [u8])> {
+    pub fn fields<'b>(
+        &'b self,
+        buf: &'b [u8],
+    ) -> impl DoubleEndedIterator<Item = (&'b [u8], &'b [u8])> {
         self.fields
             .iter()
             .map(|f| (f.name.of(buf), f.value.of(buf)))
+    }
+
+    /// The values of the fields called `name` (in any case), in order.
+    pub fn values<'b, 'n>(
+        &'b self,
+        buf: &'b [u8],
+        name: &'n str,
+    ) -> impl DoubleEndedIterator<Item = &'b [u8]> + use<'b, 'n> {
+        self.fields(buf)
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, v)| v)
     }
 
     /// How the body is framed (the request was `HEAD` when `head_request`), and whether

@@ -50,7 +50,7 @@ impl ProxyHttp for TetherProxy {
         mut e: Box<Error>,
     ) -> Box<Error> {
         let why = super::why_failed(&e, peer);
-        if super::connect_failed(ctx, &why) {
+        if crate::pipeline::connect_failed(ctx, &why) {
             e.set_retry(true);
         }
         e

@@ -183,7 +183,7 @@ fn valid(snapshot: &Snapshot, t: tether_plugins::Target) -> bool {
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn choose(
     session: &mut pingora_proxy::Session,
-    ctx: &mut super::RequestCtx,
+    ctx: &mut crate::pipeline::RequestCtx,
     snapshot: &std::sync::Arc<Snapshot>,
     listener: usize,
     name: &Arc<str>,
@@ -220,9 +220,12 @@ pub(super) async fn choose(
         Err(answer) => {
             // Counted under the cluster the request was headed for.
             ctx.metrics = Some(snapshot.metrics[start].clone());
-            let conn = super::respond::Conn::KeepAlive;
-            let (status, body) = (answer.status, answer.body);
-            super::respond::plain_with(session, status, &answer.headers, body, conn).await?;
+            let answer = crate::pipeline::Answer::Plugin {
+                status: answer.status,
+                fields: &answer.headers,
+                body: &answer.body,
+            };
+            super::respond::answer(session, &answer, false).await?;
             Ok(None)
         }
     }

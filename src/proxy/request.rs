@@ -1,60 +1,72 @@
-//! Facts read from a request head before it is routed (its host and port, the size of its
-//! head) and the log line of a refusal.
+//! A request on Pingora's proxy as the pipeline reads it ([`Req`]), and facts of its head
+//! as it arrived (its size, its raw bytes).
 
-use crate::routing::{now_ms, ClusterRouter, Reject};
-use log::warn;
+use crate::pipeline::Front;
+use crate::routing::Fields;
+use http::HeaderName;
 use pingora_http::RequestHeader;
 use pingora_proxy::Session;
+use std::net::IpAddr;
 
-/// The request's host (without port) and port: from `Host` (or the URI's authority, as
-/// HTTP/2 sends it), the port defaulting to the listener's.
-pub fn request_host(req: &RequestHeader, listener_port: u16) -> (&[u8], u16) {
-    let host = req
-        .headers
-        .get(http::header::HOST)
-        .map(|h| h.as_bytes())
-        .or_else(|| req.uri.authority().map(|a| a.as_str().as_bytes()))
-        .unwrap_or_default();
-    host_and_port(host, listener_port)
+/// A request's parsed head and connection, for the pipeline's steps.
+pub struct Req<'a> {
+    head: &'a RequestHeader,
+    peer: Option<IpAddr>,
+    port: u16,
 }
 
-/// A `Host` value's host and port, the port defaulting to `listener_port`.
-pub fn host_and_port(host: &[u8], listener_port: u16) -> (&[u8], u16) {
-    if host.starts_with(b"[") {
-        if let Some(end) = host.iter().position(|&b| b == b']') {
-            let port = host[end + 1..]
-                .strip_prefix(b":")
-                .and_then(|p| std::str::from_utf8(p).ok()?.parse().ok());
-            return (&host[..=end], port.unwrap_or(listener_port));
+impl<'a> Req<'a> {
+    pub fn of(session: &'a Session) -> Self {
+        Req {
+            head: session.req_header(),
+            peer: session
+                .client_addr()
+                .and_then(|a| a.as_inet())
+                .map(|a| a.ip()),
+            port: session
+                .server_addr()
+                .and_then(|a| a.as_inet())
+                .map_or(0, |a| a.port()),
         }
-    }
-    match host.iter().rposition(|&b| b == b':') {
-        Some(colon) => {
-            let port = std::str::from_utf8(&host[colon + 1..])
-                .ok()
-                .and_then(|p| p.parse().ok());
-            (&host[..colon], port.unwrap_or(listener_port))
-        }
-        None => (host, listener_port),
     }
 }
 
-/// A refusal tether decides (no server left, `sticky_force`) is an expected outcome:
-/// counted (`tether_routing_decisions_total{outcome="rejected"}`) and logged at warning
-/// level, at most once a second with the count.
-pub fn log_refusal(router: &ClusterRouter, reason: Reject) {
-    static EVERY: crate::logging::Every = crate::logging::Every::new(1000);
-    if let Some(n) = EVERY.due(now_ms()) {
-        let why = match reason {
-            Reject::StickyForce => {
-                "the session's server cannot take it and sticky_force forbids failover"
-            }
-            Reject::NoServer => "no server can take it",
-        };
-        warn!(
-            "cluster {}: request refused with 503: {why} ({n} refused since the last such line)",
-            router.name
-        );
+impl Fields for Req<'_> {
+    fn values<'b>(
+        &'b self,
+        name: &'b HeaderName,
+    ) -> impl DoubleEndedIterator<Item = &'b [u8]> + 'b {
+        Fields::values(&self.head.headers, name)
+    }
+}
+
+impl Front for Req<'_> {
+    fn peer(&self) -> Option<IpAddr> {
+        self.peer
+    }
+
+    fn local_port(&self) -> u16 {
+        self.port
+    }
+
+    /// `Host`, or the URI's authority (as HTTP/2 sends it).
+    fn host(&self) -> Option<&[u8]> {
+        self.head
+            .headers
+            .get(http::header::HOST)
+            .map(|h| h.as_bytes())
+            .or_else(|| self.head.uri.authority().map(|a| a.as_str().as_bytes()))
+    }
+
+    fn target(&self) -> &[u8] {
+        self.head.raw_path()
+    }
+
+    fn origin(&self) -> &[u8] {
+        self.head
+            .uri
+            .path_and_query()
+            .map_or(b"/", |p| p.as_str().as_bytes())
     }
 }
 

@@ -1,146 +1,92 @@
-//! Short plain-text responses tether writes itself (503 on refusal, 502/504 on upstream
-//! errors, 400 on a bad request head).
+//! tether's own answers ([`Answer`]) on Pingora's proxy: the head and body each answer
+//! says, built, then sent.
 
+use crate::pipeline::Answer;
 use bytes::Bytes;
 use pingora_core::Result;
 use pingora_http::ResponseHeader;
 use pingora_proxy::Session;
 
-/// Does the client connection stay open after tether's own answer?
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Conn {
-    KeepAlive,
-    /// tether closes the connection after the answer, and says so (`Connection: close`),
-    /// so a client does not send the next request into a closing socket.
-    Close,
+/// An answer ready to send: built from an [`Answer`] while the request is still borrowed
+/// (a redirect's `Location` is made of its host and target), sent once it is not.
+pub struct Reply {
+    head: Box<ResponseHeader>,
+    body: Bytes,
+    close: bool,
 }
 
-/// Writes `status` with a `text/plain` body and ends the response.
-pub async fn plain(
-    session: &mut Session,
-    status: u16,
-    body: impl Into<Bytes>,
-    conn: Conn,
-) -> Result<()> {
-    let body: Bytes = body.into();
-    let resp = plain_head(session, status, body.len(), conn)?;
-    session.write_response_header(resp, false).await?;
-    session.write_response_body(Some(body), true).await
-}
-
-/// Writes a plugin's answer: `status`, its own `headers` (a script's `Location`, ...;
-/// they replace tether's of the same name) and a `text/plain` body.
-pub async fn plain_with(
-    session: &mut Session,
-    status: u16,
-    headers: &[(String, String)],
-    body: impl Into<Bytes>,
-    conn: Conn,
-) -> Result<()> {
-    let body: Bytes = body.into();
-    let mut resp = plain_head(session, status, body.len(), conn)?;
-    for (name, value) in headers {
-        resp.insert_header(name.clone(), value.as_str())?;
+/// The reply `answer` makes; `close`: the connection closes after it (as it does after
+/// every answer that [`Answer::closes`]), and the head says so.
+pub fn reply(answer: &Answer<'_>, close: bool) -> Result<Reply> {
+    let close = close || answer.closes();
+    let body = Bytes::copy_from_slice(answer.body());
+    let mut head = ResponseHeader::build(answer.status(), Some(6))?;
+    let location = match *answer {
+        Answer::ToHttps {
+            redirect,
+            host,
+            origin,
+        } => {
+            let mut location = String::with_capacity(host.len() + origin.len() + 16);
+            location.push_str("https://");
+            location.push_str(std::str::from_utf8(host).unwrap_or_default());
+            if redirect.port != 443 {
+                location.push(':');
+                location.push_str(&redirect.port.to_string());
+            }
+            location.push_str(std::str::from_utf8(origin).unwrap_or("/"));
+            Some(location)
+        }
+        Answer::Redirect { to, .. } => Some(to.to_string()),
+        _ => None,
+    };
+    let fields: &[(String, String)] = match answer {
+        Answer::Plugin { fields, .. } => fields,
+        _ => &[],
+    };
+    let set = |name: &str| fields.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+    if location.is_none() && !set("content-type") {
+        head.insert_header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")?;
     }
-    session.write_response_header(resp, false).await?;
-    session.write_response_body(Some(body), true).await
+    head.insert_header(http::header::CONTENT_LENGTH, body.len())?;
+    if !set("cache-control") {
+        head.insert_header(http::header::CACHE_CONTROL, "no-store")?;
+    }
+    if let Answer::TooMany { retry_after_secs } = *answer {
+        head.insert_header(http::header::RETRY_AFTER, retry_after_secs)?;
+    }
+    if let Some(location) = location {
+        head.insert_header(http::header::LOCATION, location)?;
+    }
+    for (name, value) in fields {
+        head.insert_header(name.clone(), value.as_str())?;
+    }
+    if close {
+        head.insert_header(http::header::CONNECTION, "close")?;
+    }
+    Ok(Reply {
+        head: Box::new(head),
+        body,
+        close,
+    })
 }
 
-/// Answers `429 Too Many Requests` with `Retry-After` (a client over its request rate).
-pub async fn too_many(session: &mut Session, retry_after: std::time::Duration) -> Result<()> {
-    let body = error_body(429);
-    let mut resp = plain_head(session, 429, body.len(), Conn::KeepAlive)?;
-    resp.insert_header(http::header::RETRY_AFTER, retry_after.as_secs().max(1))?;
-    session.write_response_header(resp, false).await?;
-    session
-        .write_response_body(Some(Bytes::from_static(body.as_bytes())), true)
-        .await
-}
-
-/// The head of a short text answer tether writes itself.
-fn plain_head(
-    session: &mut Session,
-    status: u16,
-    len: usize,
-    conn: Conn,
-) -> Result<Box<ResponseHeader>> {
-    let mut resp = ResponseHeader::build(status, Some(5))?;
-    resp.insert_header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")?;
-    resp.insert_header(http::header::CONTENT_LENGTH, len)?;
-    resp.insert_header(http::header::CACHE_CONTROL, "no-store")?;
-    if conn == Conn::Close {
+/// Sends `reply` and ends the response.
+pub async fn send(session: &mut Session, reply: Reply) -> Result<()> {
+    if reply.close {
         session.set_keepalive(None);
-        resp.insert_header(http::header::CONNECTION, "close")?;
     }
-    Ok(Box::new(resp))
-}
-
-/// Answers with a redirect to the same host and path over https (`redirect_https`).
-pub async fn to_https(session: &mut Session, redirect: crate::config::Redirect) -> Result<()> {
-    let req = session.req_header();
-    let host = req
-        .headers
-        .get(http::header::HOST)
-        .map(|h| h.as_bytes())
-        .unwrap_or_default();
-    let Some(host) = https_host(host) else {
-        return plain(session, 400, NO_HOST, Conn::Close).await;
-    };
-    let mut location = String::with_capacity(host.len() + 64);
-    location.push_str("https://");
-    location.push_str(std::str::from_utf8(host).unwrap_or_default());
-    if redirect.port != 443 {
-        location.push(':');
-        location.push_str(&redirect.port.to_string());
+    let empty = reply.body.is_empty();
+    session.write_response_header(reply.head, empty).await?;
+    if !empty {
+        session.write_response_body(Some(reply.body), true).await?;
     }
-    location.push_str(req.uri.path_and_query().map_or("/", |p| p.as_str()));
-    let mut resp = ResponseHeader::build(redirect.status, Some(3))?;
-    resp.insert_header(http::header::LOCATION, location)?;
-    resp.insert_header(http::header::CONTENT_LENGTH, 0)?;
-    resp.insert_header(http::header::CACHE_CONTROL, "no-store")?;
-    session.write_response_header(Box::new(resp), true).await
+    Ok(())
 }
 
-/// The answer to a `redirect_https` request without a host to redirect to.
-pub const NO_HOST: &str = "400 Bad Request: no usable Host\n";
-
-/// The host of a `Host` value for an https `Location`, its port left out; `None` unless
-/// it is a plain host name or address (nothing else goes into the `Location`).
-pub fn https_host(host: &[u8]) -> Option<&[u8]> {
-    let host = match host.iter().rposition(|&b| b == b':') {
-        Some(colon) if !host.ends_with(b"]") => &host[..colon],
-        _ => host,
-    };
-    let valid = !host.is_empty()
-        && host
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || b"-.[]:".contains(b));
-    valid.then_some(host)
-}
-
-/// Answers with a redirect to `to` (a route's `redirect:`).
-pub async fn redirect(session: &mut Session, status: u16, to: &str) -> Result<()> {
-    let mut resp = ResponseHeader::build(status, Some(3))?;
-    resp.insert_header(http::header::LOCATION, to)?;
-    resp.insert_header(http::header::CONTENT_LENGTH, 0)?;
-    resp.insert_header(http::header::CACHE_CONTROL, "no-store")?;
-    session.write_response_header(Box::new(resp), true).await
-}
-
-/// The body tether sends with an error status it generates.
-pub fn error_body(status: u16) -> &'static str {
-    match status {
-        400 => "400 Bad Request\n",
-        404 => "404 Not Found: no route for this request\n",
-        408 => "408 Request Timeout: the request body did not arrive in time\n",
-        413 => "413 Request Entity Too Large\n",
-        429 => "429 Too Many Requests: this client is over its request rate\n",
-        431 => "431 Request Header Fields Too Large\n",
-        502 => "502 Bad Gateway: the application server did not answer\n",
-        503 => "503 Service Unavailable: no server is available\n",
-        504 => "504 Gateway Timeout: the application server did not answer in time\n",
-        _ => "error\n",
-    }
+/// Builds and sends `answer` (for an answer that borrows nothing of the request).
+pub async fn answer(session: &mut Session, answer: &Answer<'_>, close: bool) -> Result<()> {
+    send(session, reply(answer, close)?).await
 }
 
 /// The status tether answers a failed request with (0: none, the client is gone).

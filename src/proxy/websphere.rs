@@ -1,17 +1,16 @@
 //! WebSphere private headers: client `$WS*` headers removed, `$WSFO` on failover, the
-//! plug-in's `$WSRA`… headers when configured, `$WSPT` learned and hidden (DESIGN section 3).
+//! plug-in's `$WSRA`… headers when configured, `$WSPT` hidden (learned by the pipeline,
+//! `pipeline/heard.rs`; DESIGN section 3).
 
 use super::forwarded::write_on_stack;
 use super::upstream_fields::UpstreamFields;
 use crate::routing::{ClusterRouter, Outcome};
 use http::header::HeaderName;
-use log::debug;
 use pingora_http::{RequestHeader, ResponseHeader};
 use std::net::SocketAddr;
 
 // Names as `&'static str`, in the plug-in's own case: Pingora keeps it without copying.
 const WSFO: &str = "$WSFO";
-const WSPT: &str = "$WSPT";
 const WSRA: &str = "$WSRA";
 const WSRH: &str = "$WSRH";
 const WSSC: &str = "$WSSC";
@@ -44,7 +43,7 @@ pub fn strip_response(resp: &mut ResponseHeader) {
 
 /// Does a request with this outcome go to a server other than its session's?
 pub fn needs_failover_tag(outcome: Option<Outcome>) -> bool {
-    matches!(outcome, Some(Outcome::Failover | Outcome::HashFallback))
+    outcome.is_some_and(Outcome::away)
 }
 
 /// Sets the WebSphere headers of one upstream attempt; true when it carries `$WSFO`.
@@ -118,30 +117,6 @@ fn host_without_port(host: &[u8]) -> &[u8] {
     match host.iter().rposition(|&b| b == b':') {
         Some(colon) => &host[..colon],
         None => host,
-    }
-}
-
-/// Learns the partition table from the response's `$WSPT` headers (WebSphere clusters)
-/// and removes every `$WS*` header before the response goes to the client.
-pub fn learn_and_strip(router: &ClusterRouter, server: &str, resp: &mut ResponseHeader) {
-    learn(
-        router,
-        server,
-        resp.headers.get_all(WSPT).iter().map(|v| v.as_bytes()),
-    );
-    strip_response(resp);
-}
-
-/// Learns a WebSphere server's `$WSPT` answer (`values`: the fields' values, in order).
-pub fn learn<'a>(router: &ClusterRouter, server: &str, values: impl Iterator<Item = &'a [u8]>) {
-    if router.is_websphere() {
-        let learned = router.learn_wspt_response(values);
-        if learned.refused.is_some() || learned.unknown_clone > 0 || learned.full > 0 {
-            debug!(
-                "cluster {} server {server}: $WSPT partly or wholly refused: {learned:?}",
-                router.name
-            );
-        }
     }
 }
 

@@ -18,6 +18,11 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Does the request go to a server other than its session's (WebSphere's `$WSFO`)?
+    pub fn away(self) -> bool {
+        matches!(self, Outcome::Failover | Outcome::HashFallback)
+    }
+
     /// Every outcome, in [`Outcome::index`] order.
     pub const ALL: [Outcome; 6] = [
         Outcome::RouteHit,

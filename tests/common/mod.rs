@@ -117,6 +117,20 @@ pub fn free_port() -> u16 {
     port
 }
 
+/// Kills, when dropped, the process named in a pid file: a tether a test left in the
+/// background (`tether upgrade` daemonizes the new process) does not outlive a failed test.
+pub struct KillOnDrop(pub PathBuf);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(pid) = tether::upgrade::read_pid(&self.0) {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
 /// Is `pid` running (a zombie waiting for its parent to reap it has exited)?
 pub fn running(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))

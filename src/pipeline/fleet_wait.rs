@@ -1,8 +1,8 @@
 //! A WebSphere request about to fail over, while a fleet feeds the partition table, waits
 //! for the fleet first: another instance may have learned the session's partition a
 //! moment ago, or already failed it over to a new owner (`routing/partitions/feed.rs`
-//! says why). Both engines call it for a request's first decision and for the decision
-//! after a server could not be reached.
+//! says why). The pipeline's decision (`decide.rs`) calls it for a request's first
+//! decision and for the decision after a server could not be reached.
 
 use crate::routing::{now_ms, ClusterRouter, Decision};
 use std::time::Duration;
@@ -14,7 +14,7 @@ pub const WAIT: Duration = Duration::from_millis(300);
 /// Would `d` carry `$WSFO` (the session goes away from its partition's owner)?
 fn away(d: Decision) -> bool {
     match d {
-        Decision::Route { outcome, .. } => super::websphere::needs_failover_tag(Some(outcome)),
+        Decision::Route { outcome, .. } => outcome.away(),
         Decision::Reject(_) => false,
     }
 }

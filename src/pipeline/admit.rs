@@ -1,0 +1,99 @@
+//! A request's steps before a cluster is chosen, for every front end: the client's
+//! address, the per-client request rate, the HTTPS redirect, and the host and path routes,
+//! which choose the cluster or answer themselves.
+
+use super::answer::{https_host, Answer};
+use super::{client_of, Front, RequestCtx};
+use crate::config::RouteAction;
+use crate::routes::Found;
+use crate::routing::ms_at;
+use crate::snapshot::Snapshot;
+use tether_plugins::Chain;
+
+/// Where a request goes after its first steps: what it borrows of the snapshot (`'s`)
+/// outlives what an answer borrows of the request (`'a`).
+pub enum Admitted<'s, 'a> {
+    /// To cluster `cluster`, chosen by a route with these plugins, if any.
+    Cluster {
+        cluster: usize,
+        route_chain: Option<&'s Chain>,
+    },
+    /// tether answers it.
+    Answer(Answer<'a>),
+}
+
+/// The first steps of a request to listener `listener`.
+pub fn admit<'s: 'a, 'a>(
+    snapshot: &'s Snapshot,
+    listener: usize,
+    ctx: &mut RequestCtx,
+    front: &'a impl Front,
+) -> Admitted<'s, 'a> {
+    let default = snapshot.listeners[listener];
+    ctx.client = client_of(front.peer(), front, &snapshot.trusted_proxies[listener]);
+    if let (Some(limiter), Some(client)) = (&snapshot.client_limits[listener], ctx.client) {
+        if let Err(retry_after) = limiter.admit_request(client, ms_at(ctx.start)) {
+            ctx.metrics = default.map(|d| snapshot.metrics[d].clone());
+            let retry_after_secs = retry_after.as_secs().max(1);
+            return Admitted::Answer(Answer::TooMany { retry_after_secs });
+        }
+    }
+    if let Some(redirect) = snapshot.redirects[listener] {
+        ctx.metrics = default.map(|d| snapshot.metrics[d].clone());
+        return Admitted::Answer(match https_host(front.host().unwrap_or_default()) {
+            Some(host) => Answer::ToHttps {
+                redirect,
+                host,
+                origin: front.origin(),
+            },
+            None => Answer::NoHost,
+        });
+    }
+    ctx.forwarded = snapshot.forwarded[listener];
+    let routes = &snapshot.routes[listener];
+    let mut start = default;
+    let mut route_chain = None;
+    if !routes.table.is_empty() {
+        let host = front.host().unwrap_or_default();
+        let (host, port) = super::host_and_port(host, front.local_port());
+        let origin = front.origin();
+        let path = origin.split(|&b| b == b'?').next().unwrap_or(origin);
+        match routes.table.find(host, port, path) {
+            found @ (Found::Route(i) | Found::Excluded(i)) => {
+                let info = &routes.routes[i];
+                info.hits.inc();
+                ctx.route = Some(info.name.clone());
+                ctx.metrics = start.map(|d| snapshot.metrics[d].clone());
+                if matches!(found, Found::Excluded(_)) {
+                    return Admitted::Answer(Answer::NotFound);
+                }
+                match &info.action {
+                    RouteAction::Cluster(cluster) => {
+                        start = Some(*cluster);
+                        route_chain = Some(&*info.chain);
+                    }
+                    RouteAction::Respond { status, body } => {
+                        return Admitted::Answer(Answer::Route {
+                            status: *status,
+                            body,
+                        })
+                    }
+                    RouteAction::Redirect { to, status } => {
+                        return Admitted::Answer(Answer::Redirect {
+                            status: *status,
+                            to,
+                        })
+                    }
+                }
+            }
+            Found::None => {}
+        }
+    }
+    match start {
+        Some(cluster) => Admitted::Cluster {
+            cluster,
+            route_chain,
+        },
+        None => Admitted::Answer(Answer::NotFound),
+    }
+}

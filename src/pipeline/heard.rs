@@ -1,0 +1,103 @@
+//! What a server's answer head does, for every front end: an interim answer is counted
+//! (more than [`MAX_INFORMATIONAL`] to one request is a broken server); a `fail_on_status`
+//! status marks the server down and sends the request on while a retry is allowed; a final
+//! answer teaches the partition table its `$WSPT`, tracks the session its `Set-Cookie`
+//! starts, and marks the server up. A failed connect marks the server down too.
+
+use super::RequestCtx;
+use crate::http1::response::is_final;
+use crate::routing::{ms_at, now_ms, ClusterRouter, Fields, ServerSlot};
+use http::HeaderName;
+use log::{debug, info, warn};
+
+/// Most informational (1xx) answers relayed for one request; a server sending more is
+/// treated as broken (502), so it cannot keep a client busy with an endless stream.
+pub const MAX_INFORMATIONAL: u8 = 16;
+
+/// What an answer head of the server's means for the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heard {
+    /// An interim (1xx) answer: relayed, and the final one is awaited.
+    Interim,
+    /// One interim answer too many: the server is broken (502).
+    TooManyInterim,
+    /// A `fail_on_status` status (mod_jk): the server was marked down, and the request
+    /// goes to the next one.
+    Retry,
+    /// The final answer, relayed.
+    Final,
+}
+
+static WSPT: HeaderName = HeaderName::from_static("$wspt");
+
+/// The server of the request's current try answered `status` with `fields`; `may_retry`:
+/// the front end could send the request again (idempotent, its body still whole).
+pub fn heard(ctx: &mut RequestCtx, status: u16, fields: &impl Fields, may_retry: bool) -> Heard {
+    if !is_final(status) {
+        ctx.informational = ctx.informational.saturating_add(1);
+        return match ctx.informational > MAX_INFORMATIONAL {
+            true => Heard::TooManyInterim,
+            false => Heard::Interim,
+        };
+    }
+    let (Some(router), Some(i)) = (&ctx.router, ctx.server) else {
+        return Heard::Final;
+    };
+    let slot = &router.servers()[i];
+    if router.fails_on(status) && ctx.tried.len() < router.max_attempts as usize && may_retry {
+        status_failed(router, slot, status);
+        return Heard::Retry;
+    }
+    if router.is_websphere() {
+        let learned = router.learn_wspt_response(fields.values(&WSPT));
+        if learned.refused.is_some() || learned.unknown_clone > 0 || learned.full > 0 {
+            debug!(
+                "cluster {} server {}: $WSPT partly or wholly refused: {learned:?}",
+                router.name, slot.config.name
+            );
+        }
+    }
+    let set_cookies = fields.values(&http::header::SET_COOKIE);
+    router.track(ctx.session_key, set_cookies, i, ms_at(ctx.start));
+    if slot.live.mark_up() {
+        info!(
+            "cluster {} server {} ({}) is answering again: marked up",
+            router.name, slot.config.name, slot.config.address
+        );
+    }
+    Heard::Final
+}
+
+/// The server answered a `fail_on_status` status (mod_jk): it is in error, and marked
+/// down.
+fn status_failed(router: &ClusterRouter, slot: &ServerSlot, status: u16) {
+    let why = format!(
+        "answered {status}, a fail_on_status status ({})",
+        slot.config.address
+    );
+    if slot.live.mark_down_because(now_ms(), &why) {
+        warn!(
+            "cluster {} server {} marked down: {why}",
+            router.name, slot.config.name
+        );
+    }
+}
+
+/// A connection to the request's current server failed (`why`, in words): the server is
+/// marked down, and the answer says whether another try is allowed (`max_attempts`).
+pub fn connect_failed(ctx: &RequestCtx, why: &str) -> bool {
+    let (Some(router), Some(i)) = (&ctx.router, ctx.server) else {
+        return false;
+    };
+    let slot = &router.servers()[i];
+    if let Some(m) = &ctx.metrics {
+        m.connect_failed(i);
+    }
+    if slot.live.mark_down_because(now_ms(), why) {
+        warn!(
+            "cluster {} server {} marked down: {why}",
+            router.name, slot.config.name
+        );
+    }
+    ctx.tried.len() < router.max_attempts as usize
+}
