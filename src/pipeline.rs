@@ -15,6 +15,8 @@ mod decide;
 mod fleet_wait;
 mod front;
 mod heard;
+mod lens;
+pub mod plugins;
 
 pub use admit::{admit, Admitted};
 pub use answer::{error_body, https_host, Answer, NO_HOST};

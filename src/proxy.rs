@@ -7,11 +7,9 @@
 mod body;
 mod forwarded;
 mod hooks;
-mod lens;
 mod min_rate;
 mod pace;
 mod peer;
-pub mod plugins;
 mod record;
 mod request;
 pub mod request_checks;
@@ -32,7 +30,7 @@ pub use upstream_fields::UpstreamFields;
 pub use websphere::tag_request;
 
 use crate::access_log::AccessLog;
-use crate::pipeline::{self, Admitted, Answer, Heard, RequestCtx};
+use crate::pipeline::{self, plugins, Admitted, Answer, Heard, RequestCtx};
 use crate::routing::{ms_at, now_ms, Decision};
 use crate::snapshot::SharedSnapshot;
 use log::warn;
@@ -139,19 +137,33 @@ impl TetherProxy {
             }
         };
         let cluster = if snapshot.has_plugins() {
-            match plugins::choose(
-                session,
-                ctx,
+            let digests = session.digest();
+            let facts = (
+                plugins::proxy_facts(digests.and_then(|d| d.proxy_digest.as_deref())),
+                plugins::tls_facts(digests.and_then(|d| d.ssl_digest.as_deref())),
+            );
+            let chosen = plugins::choose(
                 &snapshot,
                 self.listener,
                 &self.name,
+                ctx,
                 start,
                 route_chain,
+                session.req_header_mut(),
+                facts,
             )
-            .await?
-            {
-                Some(cluster) => cluster,
-                None => return Ok(true),
+            .await;
+            match chosen {
+                Ok(cluster) => cluster,
+                Err(a) => {
+                    let answer = Answer::Plugin {
+                        status: a.status,
+                        fields: &a.headers,
+                        body: &a.body,
+                    };
+                    respond::answer(session, &answer, false).await?;
+                    return Ok(true);
+                }
             }
         } else {
             start
@@ -212,11 +224,6 @@ impl TetherProxy {
                 d
             }
         };
-        if !ctx.tried.is_empty() {
-            if let Some(m) = &ctx.metrics {
-                m.retried();
-            }
-        }
         let (server, outcome) = match decision {
             Decision::Route { server, outcome } => (server, outcome),
             Decision::Reject(reason) => {
@@ -227,14 +234,9 @@ impl TetherProxy {
                 return Err(Error::explain(ErrorType::HTTPStatus(503), reason.body()));
             }
         };
-        ctx.release();
+        ctx.begin_try(server, outcome);
         let router = ctx.router.as_ref().expect("set in request_filter");
         let slot = &router.servers()[server];
-        slot.live.start();
-        ctx.tried.push(server);
-        ctx.server = Some(server);
-        ctx.outcome = Some(outcome);
-        ctx.connect_start = Some(std::time::Instant::now());
         let mut peer = http_peer(ctx, slot, router.timeouts());
         if session.is_upgrade_req() {
             // Pingora bounds each read of an upgraded connection's server by the peer's read
@@ -408,7 +410,6 @@ impl TetherProxy {
 
     pub async fn log(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
         let server = ctx.server;
-        ctx.release();
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         // A refusal by policy (503 with no server, `sticky_force`), a client that went away
         // or was too slow are expected events, counted in the metrics: not errors.
@@ -423,16 +424,7 @@ impl TetherProxy {
             };
             log_failure(&why, status, ctx.tried.len(), &self.name);
         }
-        let duration = ctx.start.elapsed();
-        if let Some(m) = &ctx.metrics {
-            // A refused request went to no server, whatever it tried.
-            let server = if ctx.rejected.is_some() { None } else { server };
-            m.request_done(server, status, duration.as_secs_f64());
-        }
-        if let (Some(router), Some(i), None) = (&ctx.router, server, ctx.rejected) {
-            router.observe(i, status, ctx.upstream_failed, crate::routing::now_ms());
-        }
-        plugins::log(ctx, status, server);
+        let (server, duration) = ctx.done(status);
         if let Some(log) = &self.access_log {
             log.log(record::of(session, ctx, status, duration, server));
         }

@@ -1,14 +1,14 @@
 //! The routing plugins of a request on tether's engine: its request and route phases run
 //! over Pingora's `RequestHeader`, built from the engine's view only for a listener with
-//! plugins (it allocates; requests without plugins never build one), by the same code
-//! pingora-proxy's path runs (`proxy::plugins`). Plugins that change messages
+//! plugins (it allocates; requests without plugins never build one), by the pipeline's
+//! code (`pipeline::plugins`). Plugins that change messages
 //! (`Plugin::edits_messages`) are not run here: their listeners' requests go to
 //! pingora-proxy.
 
 use super::conn::Conn;
 use super::serve::Engine;
+use crate::pipeline::plugins::{self, PluginAnswer};
 use crate::pipeline::RequestCtx;
-use crate::proxy::plugins::{self, Answer};
 use crate::snapshot::Snapshot;
 use pingora_http::RequestHeader;
 use std::sync::Arc;
@@ -25,39 +25,32 @@ impl Engine {
         snapshot: &Arc<Snapshot>,
         start: usize,
         route_chain: Option<&Chain>,
-    ) -> Result<usize, Answer> {
+    ) -> Result<usize, PluginAnswer> {
         let Some(mut req) = request_header(c) else {
             // The head parser and the `http` crate take the same names, methods and
             // targets: not expected, but not a panic either.
-            return Err(Answer {
+            return Err(PluginAnswer {
                 status: 400,
                 headers: Vec::new(),
                 body: crate::pipeline::error_body(400).to_string(),
             });
         };
         let digest = c.stream.get_proxy_digest();
-        let conn = plugins::connection(
-            snapshot,
-            &self.name,
-            ctx,
-            start,
+        let facts = (
             plugins::proxy_facts(digest.as_deref()),
             plugins::tls_facts(c.tls().as_deref()),
         );
-        let state = &mut ctx.plugin_state;
-        let routed = plugins::route(
+        plugins::choose(
             snapshot,
             self.listener,
+            &self.name,
+            ctx,
             start,
             route_chain,
             &mut req,
-            &conn,
-            state,
+            facts,
         )
-        .await?;
-        ctx.preferred = routed.preferred;
-        ctx.plugins = Some((snapshot.clone(), self.listener, routed.cluster));
-        Ok(routed.cluster)
+        .await
     }
 }
 

@@ -109,8 +109,6 @@ impl Engine {
             match chosen {
                 Ok(chosen) => cluster = chosen,
                 Err(a) => {
-                    // Counted under the cluster the request was headed for.
-                    ctx.metrics = Some(snapshot.metrics[cluster].clone());
                     let answer = Answer::Plugin {
                         status: a.status,
                         fields: &a.headers,
@@ -132,18 +130,8 @@ impl Engine {
                 Decision::Route { server, outcome } => (server, outcome),
                 Decision::Reject(reason) => return self.refused(c, ctx, reason, req).await,
             };
-            if !ctx.tried.is_empty() {
-                if let Some(m) = &ctx.metrics {
-                    m.retried();
-                }
-            }
-            ctx.release();
-            let router = ctx.router.clone().expect("set above");
-            router.servers()[server].live.start();
-            ctx.tried.push(server);
-            ctx.server = Some(server);
-            ctx.outcome = Some(outcome);
-            ctx.connect_start = Some(crate::poll_time::now());
+            ctx.begin_try(server, outcome);
+            let router = ctx.router.clone().expect("bound above");
             let failure =
                 match exchange::attempt(&self.connector, (&self.name, &self.tunnels), c, ctx, req)
                     .await
@@ -252,19 +240,7 @@ impl Engine {
     }
 
     pub(super) fn log(&self, c: &Conn, ctx: &mut RequestCtx, status: u16) {
-        let server = ctx.server;
-        ctx.release();
-        // One reading of the clock for the request's duration and the server's record.
-        let end = crate::poll_time::now();
-        let duration = end.saturating_duration_since(ctx.start);
-        if let Some(m) = &ctx.metrics {
-            let server = if ctx.rejected.is_some() { None } else { server };
-            m.request_done(server, status, duration.as_secs_f64());
-        }
-        if let (Some(router), Some(i), None) = (&ctx.router, server, ctx.rejected) {
-            router.observe(i, status, ctx.upstream_failed, ms_at(end));
-        }
-        proxy::plugins::log(ctx, status, server);
+        let (server, duration) = ctx.done(status);
         if let Some(log) = &self.access_log {
             log.log(record(c, ctx, status, duration, server));
         }

@@ -107,4 +107,47 @@ impl RequestCtx {
             router.servers()[i].live.done();
         }
     }
+
+    /// A try of the request begins on `server`, chosen for `outcome`: a try after the first
+    /// is counted, the previous try's server released, this one's in flight.
+    pub fn begin_try(&mut self, server: usize, outcome: Outcome) {
+        if !self.tried.is_empty() {
+            if let Some(m) = &self.metrics {
+                m.retried();
+            }
+        }
+        self.release();
+        if let Some(router) = &self.router {
+            router.servers()[server].live.start();
+        }
+        self.tried.push(server);
+        self.server = Some(server);
+        self.outcome = Some(outcome);
+        self.connect_start = Some(crate::poll_time::now());
+    }
+
+    /// The request ended with `status` (0: none went out): its server released, its
+    /// metrics, the server's record of answers (`outlier`), and the plugins' logging
+    /// phase. The server it went to last, and how long it took.
+    pub fn done(&mut self, status: u16) -> (Option<usize>, std::time::Duration) {
+        let server = self.server;
+        self.release();
+        // One reading of the clock for the request's duration and the server's record.
+        let end = crate::poll_time::now();
+        let duration = end.saturating_duration_since(self.start);
+        if let Some(m) = &self.metrics {
+            // A refused request went to no server, whatever it tried.
+            let server = if self.rejected.is_some() {
+                None
+            } else {
+                server
+            };
+            m.request_done(server, status, duration.as_secs_f64());
+        }
+        if let (Some(router), Some(i), None) = (&self.router, server, self.rejected) {
+            router.observe(i, status, self.upstream_failed, crate::routing::ms_at(end));
+        }
+        super::plugins::log(self, status, server);
+        (server, duration)
+    }
 }

@@ -1,5 +1,5 @@
-//! Running the routing plugins of a request: the listener's chain, then the chosen
-//! cluster's (DESIGN section 5). Sessions still win inside the chosen cluster: the plugins
+//! Running the routing plugins of a request, for every front end: the listener's chain,
+//! then the chosen cluster's (DESIGN section 5). Sessions still win inside the chosen cluster: the plugins
 //! only pick the cluster, and a server for requests without a session of that cluster.
 
 use crate::snapshot::Snapshot;
@@ -8,14 +8,14 @@ use std::sync::Arc;
 use tether_plugins::{Connection, Flow, ProxyFacts, Route, TlsFacts};
 
 /// Where the plugins send a request.
-pub struct Routed {
+struct Routed {
     pub cluster: usize,
     /// A server for a request that carries no session of `cluster`.
     pub preferred: Option<usize>,
 }
 
 /// A plugin's own answer to the client.
-pub struct Answer {
+pub struct PluginAnswer {
     pub status: u16,
     /// Fields a script sets on its answer (`Location` for a redirect, ...).
     pub headers: Vec<(String, String)>,
@@ -25,7 +25,7 @@ pub struct Answer {
 /// Runs the request and route phases of both chains.
 /// `start` is the cluster the listener or the matched route gives; `route_chain` the
 /// matched route's plugins, which run after the listener's and may choose as they do.
-pub async fn route(
+async fn route(
     snapshot: &Snapshot,
     listener: usize,
     start: usize,
@@ -33,7 +33,7 @@ pub async fn route(
     req: &mut RequestHeader,
     conn: &Connection,
     state: &mut tether_plugins::RequestState,
-) -> Result<Routed, Answer> {
+) -> Result<Routed, PluginAnswer> {
     let mut routed = Routed {
         cluster: start,
         preferred: None,
@@ -49,7 +49,7 @@ pub async fn route(
             body,
         } = chain.request(req, conn, state).await
         {
-            return Err(Answer {
+            return Err(PluginAnswer {
                 status,
                 headers,
                 body,
@@ -62,7 +62,7 @@ pub async fn route(
                 headers,
                 body,
             } => {
-                return Err(Answer {
+                return Err(PluginAnswer {
                     status,
                     headers,
                     body,
@@ -85,7 +85,7 @@ pub async fn route(
             body,
         } = chain.request(req, conn, state).await
         {
-            return Err(Answer {
+            return Err(PluginAnswer {
                 status,
                 headers,
                 body,
@@ -97,7 +97,7 @@ pub async fn route(
                 headers,
                 body,
             } => {
-                return Err(Answer {
+                return Err(PluginAnswer {
                     status,
                     headers,
                     body,
@@ -129,7 +129,7 @@ pub fn proxy_facts(
 /// What the plugins are told of a request headed for cluster `start` on listener `name`:
 /// the client, the balancer's and the TLS handshake's facts, the listener and route, and
 /// tether's routing (the snapshot) for a script that asks about the session.
-pub fn connection(
+fn connection(
     snapshot: &Arc<Snapshot>,
     name: &Arc<str>,
     ctx: &super::RequestCtx,
@@ -178,35 +178,29 @@ fn valid(snapshot: &Snapshot, t: tether_plugins::Target) -> bool {
         .is_some_and(|c| t.server.is_none_or(|s| s < c.servers().len()))
 }
 
-/// Runs the plugins for a request headed for cluster `start`: the cluster they choose, or
-/// `None` when a plugin answered the request itself (that answer is sent here).
+/// Runs the plugins of a request headed for cluster `start` (the listener's, or its
+/// route's; `route_chain` the route's plugins) over `req`, its head as the plugins read and
+/// edit it, with the connection's `facts` (PROXY header, TLS): the cluster they choose (a
+/// server they prefer for a new session goes in `ctx`), or a plugin's own answer (counted
+/// under `start`).
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn choose(
-    session: &mut pingora_proxy::Session,
-    ctx: &mut crate::pipeline::RequestCtx,
-    snapshot: &std::sync::Arc<Snapshot>,
+pub async fn choose(
+    snapshot: &Arc<Snapshot>,
     listener: usize,
     name: &Arc<str>,
+    ctx: &mut super::RequestCtx,
     start: usize,
     route_chain: Option<&tether_plugins::Chain>,
-) -> pingora_core::Result<Option<usize>> {
-    let digests = session.digest();
-    let digest = digests.and_then(|d| d.proxy_digest.clone());
-    let tls = digests.and_then(|d| d.ssl_digest.as_deref());
-    let conn = connection(
-        snapshot,
-        name,
-        ctx,
-        start,
-        proxy_facts(digest.as_deref()),
-        tls_facts(tls),
-    );
+    req: &mut RequestHeader,
+    facts: (Option<Arc<ProxyFacts>>, Option<Arc<TlsFacts>>),
+) -> Result<usize, PluginAnswer> {
+    let conn = connection(snapshot, name, ctx, start, facts.0, facts.1);
     let routed = route(
         snapshot,
         listener,
         start,
         route_chain,
-        session.req_header_mut(),
+        req,
         &conn,
         &mut ctx.plugin_state,
     )
@@ -215,18 +209,11 @@ pub(super) async fn choose(
         Ok(routed) => {
             ctx.preferred = routed.preferred;
             ctx.plugins = Some((snapshot.clone(), listener, routed.cluster));
-            Ok(Some(routed.cluster))
+            Ok(routed.cluster)
         }
         Err(answer) => {
-            // Counted under the cluster the request was headed for.
             ctx.metrics = Some(snapshot.metrics[start].clone());
-            let answer = crate::pipeline::Answer::Plugin {
-                status: answer.status,
-                fields: &answer.headers,
-                body: &answer.body,
-            };
-            super::respond::answer(session, &answer, false).await?;
-            Ok(None)
+            Err(answer)
         }
     }
 }
