@@ -6,9 +6,9 @@
 mod common;
 
 use common::redis::Redis;
-use common::webdriver::{click, js, screenshot, until, Driver};
+use common::webdriver::{cell, click, js, screenshot, sign_in, until, Driver};
 use common::{cluster_yaml, scratch_dir, tomcats, Browser, Opts, Tether};
-use fantoccini::{Client, Locator};
+use fantoccini::Locator;
 use serde_json::{json, Value};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -18,43 +18,6 @@ const OPERATE: &str = "0perate-token";
 const READ: &str = "r3ad-token";
 /// The page's refresh period (`ui/console.js`).
 const REFRESH: Duration = Duration::from_secs(2);
-
-/// Opens the admin listener's root (which sends the browser to the console) and signs in.
-async fn sign_in(c: &Client, t: &Tether, token: &str) {
-    c.goto(&format!("http://{}/", t.admin.unwrap()))
-        .await
-        .unwrap();
-    assert!(c.current_url().await.unwrap().path().ends_with("/ui"));
-    c.find(Locator::Id("token"))
-        .await
-        .unwrap()
-        .send_keys(token)
-        .await
-        .unwrap();
-    c.find(Locator::Css("#token-form button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    until(
-        c,
-        "signed in",
-        "return !document.getElementById('console').hidden && document.querySelectorAll('#servers tbody tr').length > 0",
-        Duration::from_secs(10),
-    )
-    .await;
-}
-
-/// The text of server `name`'s row cell `column` (0: cluster).
-async fn cell(c: &Client, server: &str, column: usize) -> String {
-    let v = js(
-        c,
-        &format!("const r = document.querySelector('tr[data-server=\"shop/{server}\"]'); return r ? r.cells[{column}].textContent : null"),
-    )
-    .await;
-    v.as_str().unwrap_or_default().to_string()
-}
 
 fn with_tokens(cluster: String, dir: &std::path::Path) -> Opts {
     for (name, token) in [("read", READ), ("operate", OPERATE)] {
@@ -81,7 +44,7 @@ async fn an_operator_drains_servers_sees_one_die_and_asks_why() {
     let t = Tether::start_with(with_tokens(cluster_yaml(checks, &sims), &dir));
     let driver = Driver::start();
     let c = driver.browser(1400, 1000).await;
-    sign_in(&c, &t, OPERATE).await;
+    sign_in(&c, t.admin.unwrap(), OPERATE).await;
     assert_eq!(cell(&c, "tc1", 2).await, "active");
     screenshot(&c, "servers").await;
 
@@ -214,7 +177,7 @@ async fn a_read_token_sees_no_buttons_and_a_forged_call_is_refused() {
     let t = Tether::start_with(with_tokens(cluster_yaml("", &sims), &dir));
     let driver = Driver::start();
     let c = driver.browser(1280, 900).await;
-    sign_in(&c, &t, READ).await;
+    sign_in(&c, t.admin.unwrap(), READ).await;
     let visible = js(
         &c,
         "return Array.from(document.querySelectorAll('button')).filter(b => b.offsetParent !== null).map(b => b.textContent)",
@@ -280,7 +243,7 @@ async fn hostile_names_from_redis_render_as_text() {
     assert!(out.status.success(), "{out:?}");
     let driver = Driver::start();
     let c = driver.browser(1280, 900).await;
-    sign_in(&c, &t, ADMIN).await;
+    sign_in(&c, t.admin.unwrap(), ADMIN).await;
     until(
         &c,
         "the hostile instance listed",
@@ -319,7 +282,7 @@ async fn a_thousand_servers_load_filter_and_page_in_a_narrow_window() {
     let driver = Driver::start();
     let c = driver.browser(1400, 1000).await;
     let start = Instant::now();
-    sign_in(&c, &t, ADMIN).await;
+    sign_in(&c, t.admin.unwrap(), ADMIN).await;
     println!(
         "1,000 servers: signed in and first page shown in {:?}",
         start.elapsed()

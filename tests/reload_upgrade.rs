@@ -7,7 +7,8 @@
 
 mod common;
 
-use common::{free_port, running, scratch_dir, tether_bin, tomcats, KillOnDrop};
+use common::daemon::KillOnDrop;
+use common::{free_port, running, scratch_dir, tether_bin, tomcats};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

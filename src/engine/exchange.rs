@@ -161,23 +161,25 @@ pub async fn attempt(
             Heard::Retry => return Err(Failure::Status),
             Heard::Final => {}
         }
-        if status == 101 {
-            client_head(c, Framing::None, false, false);
+        // A `101` is framed as having no body, and the connection is the tunnel's after it.
+        let upgraded = status == 101;
+        let client_keep = !upgraded && req.keeps() && framing != Framing::Close;
+        let dechunk = req.http10 && framing == Framing::Chunked;
+        client_head(c, framing, client_keep && !dechunk, req.http10);
+        if upgraded {
             if to_client(&mut c.stream, &c.out, &req.limits, listener)
                 .await
                 .is_err()
             {
                 return Err(Failure::Client(101));
             }
-            tunnel(&mut up, c, (len, filled), req, tunnels).await;
+            // Boxed: the tunnel's state is not carried in every request's future.
+            Box::pin(tunnel(&mut up, c, (len, filled), req, tunnels)).await;
             return Ok(Relayed {
                 status,
                 client_keep: false,
             });
         }
-        let client_keep = req.keeps() && framing != Framing::Close;
-        let dechunk = req.http10 && framing == Framing::Chunked;
-        client_head(c, framing, client_keep && !dechunk, req.http10);
         let relayed = relay(
             &mut up,
             c,

@@ -1,6 +1,7 @@
 //! Test harness: simulated Tomcat servers and a real `tether` process on loopback.
 #![allow(dead_code)]
 
+pub mod daemon;
 pub mod fleet;
 pub mod import;
 pub mod lookup;
@@ -11,6 +12,7 @@ pub mod recording;
 pub mod redis;
 pub mod script;
 pub mod webdriver;
+pub mod websocket;
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -115,20 +117,6 @@ pub fn free_port() -> u16 {
         .unwrap_or_else(|e| e.into_inner())
         .push(reserved);
     port
-}
-
-/// Kills, when dropped, the process named in a pid file: a tether a test left in the
-/// background (`tether upgrade` daemonizes the new process) does not outlive a failed test.
-pub struct KillOnDrop(pub PathBuf);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Ok(pid) = tether::upgrade::read_pid(&self.0) {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-        }
-    }
 }
 
 /// Is `pid` running (a zombie waiting for its parent to reap it has exited)?

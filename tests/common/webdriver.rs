@@ -106,3 +106,38 @@ pub async fn click(c: &Client, css: &str) {
         .await
         .unwrap();
 }
+
+/// Opens the admin listener's root (which sends the browser to the console) and signs in.
+pub async fn sign_in(c: &Client, admin: std::net::SocketAddr, token: &str) {
+    c.goto(&format!("http://{admin}/")).await.unwrap();
+    assert!(c.current_url().await.unwrap().path().ends_with("/ui"));
+    c.find(Locator::Id("token"))
+        .await
+        .unwrap()
+        .send_keys(token)
+        .await
+        .unwrap();
+    c.find(Locator::Css("#token-form button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until(
+        c,
+        "signed in",
+        "return !document.getElementById('console').hidden && document.querySelectorAll('#servers tbody tr').length > 0",
+        Duration::from_secs(10),
+    )
+    .await;
+}
+
+/// The text of server `name`'s row cell `column` (0: cluster).
+pub async fn cell(c: &Client, server: &str, column: usize) -> String {
+    let v = js(
+        c,
+        &format!("const r = document.querySelector('tr[data-server=\"shop/{server}\"]'); return r ? r.cells[{column}].textContent : null"),
+    )
+    .await;
+    v.as_str().unwrap_or_default().to_string()
+}
