@@ -4,25 +4,13 @@
 
 mod common;
 
+use common::daemon::KillOnDrop;
 use common::{free_port, scratch_dir, server_line, tether_bin, tomcats};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tether::sim::{HttpClient, TomcatSim};
-
-/// Kills whatever process the pid file names when the test ends, however it ends.
-struct KillOnDrop(PathBuf);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Ok(pid) = tether::upgrade::read_pid(&self.0) {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-        }
-    }
-}
 
 fn config(dir: &Path, addr: SocketAddr, sims: &[TomcatSim], server_extra: &str) -> PathBuf {
     let d = dir.display();
