@@ -308,7 +308,7 @@ impl TetherProxy {
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         let status = upstream_response.status.as_u16();
-        let may_retry = retry_allowed(session);
+        let may_retry = || retry_allowed(session);
         match pipeline::heard(ctx, status, &upstream_response.headers, may_retry) {
             // An interim answer: the final one decides the server's health and learning.
             Heard::Interim => return Ok(()),

@@ -313,15 +313,18 @@ fn an_idle_websocket_outlives_the_other_timeouts_and_ends_at_the_tunnels() {
     );
     assert_eq!(server.next(), Seen::Handshake("/ws".into(), None));
     assert_eq!(server.next(), Seen::Ended, "the server's side closed too");
-    let scrape = scrape(t.metrics.unwrap());
-    assert_eq!(
-        series(
-            &scrape,
-            r#"tether_upgraded_connections_total{ended="idle_timeout",listener="web"} "#
-        ),
-        1,
-        "{scrape}"
-    );
+    // Counted once the tunnel's task has closed both sides, a moment after the peers saw
+    // their ends.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let scrape = scrape(t.metrics.unwrap());
+        let idle = r#"tether_upgraded_connections_total{ended="idle_timeout",listener="web"} "#;
+        match series(&scrape, idle) {
+            1 => break,
+            0 if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            _ => panic!("{scrape}"),
+        }
+    }
 }
 
 /// The handshake is routed like any request: a WebSocket of a session goes to the

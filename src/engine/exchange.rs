@@ -137,7 +137,8 @@ pub async fn attempt(
                 "101 to a request that asked for no upgrade",
             ));
         }
-        let may_retry = req.upload.body != Body::Chunked && !req.upload.streamed() && idempotent(c);
+        let may_retry =
+            || req.upload.body != Body::Chunked && !req.upload.streamed() && idempotent(c);
         let heard = pipeline::heard(ctx, status, &ServerFields(&c.up_head, &c.up_buf), may_retry);
         match heard {
             Heard::TooManyInterim => {
@@ -246,9 +247,10 @@ async fn tunnel(
         req.limits.tunnel_idle_timeout,
     )
     .await;
-    drop(open);
+    // Counted as ended before it stops counting as open: the two never add up to less.
     log::debug!("an upgraded connection ended: {}", ended.label());
     tunnels.ended(ended.label());
+    drop(open);
     // Nothing of the buffer is a next request.
     *end = 0;
 }

@@ -184,9 +184,7 @@ impl RequestHead {
         &'b self,
         buf: &'b [u8],
     ) -> impl DoubleEndedIterator<Item = (&'b [u8], &'b [u8])> {
-        self.fields
-            .iter()
-            .map(|f| (f.name.of(buf), f.value.of(buf)))
+        fields_in(&self.fields, buf)
     }
 
     /// The values of the fields called `name` (in any case), in order.
@@ -195,10 +193,28 @@ impl RequestHead {
         buf: &'b [u8],
         name: &'n str,
     ) -> impl DoubleEndedIterator<Item = &'b [u8]> + use<'b, 'n> {
-        self.fields(buf)
-            .filter(move |(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
-            .map(|(_, v)| v)
+        values_in(&self.fields, buf, name)
     }
+}
+
+/// An index of fields as `(name, value)` byte slices of `buf` (a request's head or a
+/// response's: both are indexed alike).
+pub fn fields_in<'b>(
+    fields: &'b [Field],
+    buf: &'b [u8],
+) -> impl DoubleEndedIterator<Item = (&'b [u8], &'b [u8])> {
+    fields.iter().map(|f| (f.name.of(buf), f.value.of(buf)))
+}
+
+/// The values of the fields called `name` (in any case) in an index of `buf`, in order.
+pub fn values_in<'b, 'n>(
+    fields: &'b [Field],
+    buf: &'b [u8],
+    name: &'n str,
+) -> impl DoubleEndedIterator<Item = &'b [u8]> + use<'b, 'n> {
+    fields_in(fields, buf)
+        .filter(move |(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+        .map(|(_, v)| v)
 }
 
 /// Does `head` hold an LF not preceded by CR? (Leading empty lines, which RFC 9112 §2.2

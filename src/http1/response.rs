@@ -76,9 +76,7 @@ impl ResponseHead {
         &'b self,
         buf: &'b [u8],
     ) -> impl DoubleEndedIterator<Item = (&'b [u8], &'b [u8])> {
-        self.fields
-            .iter()
-            .map(|f| (f.name.of(buf), f.value.of(buf)))
+        super::head::fields_in(&self.fields, buf)
     }
 
     /// The values of the fields called `name` (in any case), in order.
@@ -87,9 +85,7 @@ impl ResponseHead {
         buf: &'b [u8],
         name: &'n str,
     ) -> impl DoubleEndedIterator<Item = &'b [u8]> + use<'b, 'n> {
-        self.fields(buf)
-            .filter(move |(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
-            .map(|(_, v)| v)
+        super::head::values_in(&self.fields, buf, name)
     }
 
     /// How the body is framed (the request was `HEAD` when `head_request`), and whether

@@ -30,9 +30,15 @@ pub enum Heard {
 
 static WSPT: HeaderName = HeaderName::from_static("$wspt");
 
-/// The server of the request's current try answered `status` with `fields`; `may_retry`:
-/// the front end could send the request again (idempotent, its body still whole).
-pub fn heard(ctx: &mut RequestCtx, status: u16, fields: &impl Fields, may_retry: bool) -> Heard {
+/// The server of the request's current try answered `status` with `fields`; `may_retry`
+/// says whether the front end could send the request again (idempotent, its body still
+/// whole), asked only of a `fail_on_status` status.
+pub fn heard(
+    ctx: &mut RequestCtx,
+    status: u16,
+    fields: &impl Fields,
+    may_retry: impl FnOnce() -> bool,
+) -> Heard {
     if !is_final(status) {
         ctx.informational = ctx.informational.saturating_add(1);
         return match ctx.informational > MAX_INFORMATIONAL {
@@ -44,7 +50,7 @@ pub fn heard(ctx: &mut RequestCtx, status: u16, fields: &impl Fields, may_retry:
         return Heard::Final;
     };
     let slot = &router.servers()[i];
-    if router.fails_on(status) && ctx.tried.len() < router.max_attempts as usize && may_retry {
+    if router.fails_on(status) && ctx.tried.len() < router.max_attempts as usize && may_retry() {
         status_failed(router, slot, status);
         return Heard::Retry;
     }
