@@ -5,7 +5,8 @@
 //! fleet's wait (`decide.rs`), what the server's answer head does (`heard.rs`: interim
 //! answers, `fail_on_status`, `$WSPT`, session tracking, marking up and down), and the
 //! answers tether writes itself, as one type ([`Answer`]), which each front end puts on
-//! its own wire.
+//! its own wire; and the tries of servers (`tries.rs`) for the front ends that carry out
+//! the exchange with the server themselves ([`Tries`]).
 
 mod admit;
 mod answer;
@@ -17,6 +18,7 @@ mod front;
 mod heard;
 mod lens;
 pub mod plugins;
+mod tries;
 
 pub use admit::{admit, Admitted};
 pub use answer::{error_body, https_host, Answer, NO_HOST};
@@ -26,6 +28,7 @@ pub use decide::{decide, log_refusal, settled};
 pub use fleet_wait::{settle as await_fleet, waits as waits_for_fleet};
 pub use front::Front;
 pub use heard::{connect_failed, heard, Heard, MAX_INFORMATIONAL};
+pub use tries::{idempotent, Ended, Failure, Relayed, Stop, Tries};
 
 /// A `Host` value's host and port, the port defaulting to `listener_port`.
 pub fn host_and_port(host: &[u8], listener_port: u16) -> (&[u8], u16) {

@@ -7,12 +7,12 @@ use super::conn::{to_client, write_all, Conn};
 use super::pool;
 use super::relay::{relay, RelayError};
 use super::tunnel;
-use super::upload::{Stop, Upload};
+use super::upload::Upload;
 use super::wire::{Replaced, Upstream};
 use crate::config::ListenerLimits;
 use crate::http1::framing::Body;
 use crate::http1::response::{Framing, ResponseHead};
-use crate::pipeline::{self, Heard, RequestCtx};
+use crate::pipeline::{self, Failure, Heard, Relayed, RequestCtx};
 use crate::proxy::{self, Secure};
 use crate::routing::Timeouts;
 use log::warn;
@@ -47,31 +47,6 @@ impl Request {
     pub fn keeps(&self) -> bool {
         self.client_keep && self.upload.is_done()
     }
-}
-
-/// How a try ended, when it did not relay an answer.
-#[derive(Debug)]
-pub enum Failure {
-    /// No connection to the server.
-    Connect(String),
-    /// A kept connection was closed by the server before it answered: nothing of the
-    /// request can have been served; it may go again on a new connection.
-    Stale,
-    /// The server answered a `fail_on_status` status.
-    Status,
-    /// The server failed: answer the client with this status (502, 504).
-    Upstream(u16, &'static str),
-    /// The client went away (499 while the server worked) or did not read in time, after
-    /// the answer began (its status).
-    Client(u16),
-    /// The streamed body stopped: too slow, malformed, or its client gone.
-    Body(Stop),
-}
-
-/// A relayed answer: its status, and whether the client's connection may go on.
-pub struct Relayed {
-    pub status: u16,
-    pub client_keep: bool,
 }
 
 pub async fn attempt(
@@ -269,10 +244,7 @@ impl crate::routing::Fields for ServerFields<'_> {
 
 /// May the request be sent again (RFC 9110 §9.2.2)?
 pub(super) fn idempotent(c: &Conn) -> bool {
-    matches!(
-        c.head.method.of(&c.buf),
-        b"GET" | b"HEAD" | b"PUT" | b"DELETE" | b"OPTIONS" | b"TRACE"
-    )
+    pipeline::idempotent(c.head.method.of(&c.buf))
 }
 
 /// The request head for the server, with tether's edits, and the buffered body, in `out`.

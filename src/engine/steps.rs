@@ -4,20 +4,16 @@
 
 use super::answer;
 use super::conn::Conn;
-use super::exchange::{self, Failure, Request};
+use super::exchange::{self, Request};
 use super::serve::Engine;
-use super::upload::Stop;
 use crate::access_log::Record;
 use crate::http1::head::RequestHead;
-use crate::pipeline::{self, Admitted, Answer, Front, RequestCtx};
+use crate::pipeline::{self, Admitted, Answer, Ended, Front, RequestCtx, Stop, Tries};
 use crate::proxy;
-use crate::routing::{ms_at, now_ms, Decision, Fields, Reject};
+use crate::routing::{Fields, Reject};
 use crate::snapshot::Snapshot;
 use http::HeaderName;
 use std::sync::Arc;
-
-/// Bound on tries of one request (pingora-proxy's; tether's `max_attempts` is lower).
-const MAX_TRIES: usize = 16;
 
 /// A request as the pipeline reads it: the engine's view of its buffer and connection
 /// (the fields it borrows leave the write buffer free for an answer).
@@ -120,60 +116,28 @@ impl Engine {
             }
         }
         ctx.bind(snapshot, cluster);
-        let first = pipeline::decide(ctx, &View::of(c), ms_at(ctx.start));
-        let mut decision = pipeline::settled(ctx, &View::of(c), first).await;
-        ctx.count_decision(decision);
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let (server, outcome) = match decision {
-                Decision::Route { server, outcome } => (server, outcome),
-                Decision::Reject(reason) => return self.refused(c, ctx, reason, req).await,
-            };
-            ctx.begin_try(server, outcome);
-            let router = ctx.router.clone().expect("bound above");
-            let failure =
-                match exchange::attempt(&self.connector, (&self.name, &self.tunnels), c, ctx, req)
-                    .await
-                {
-                    Ok(relayed) => return (relayed.status, relayed.client_keep),
-                    Err(f) => f,
-                };
-            let retry = tries < MAX_TRIES;
-            match failure {
-                Failure::Connect(why) => {
-                    if pipeline::connect_failed(ctx, &why) && retry {
-                        let next = pipeline::decide(ctx, &View::of(c), now_ms());
-                        decision = pipeline::settled(ctx, &View::of(c), next).await;
-                        ctx.count_decision(decision);
-                        continue;
-                    }
-                    return self.failed(c, ctx, 502, &why, req).await;
-                }
-                // The server closed a kept connection: the same server, on a new one.
-                Failure::Stale if retry && exchange::idempotent(c) => {
-                    decision = Decision::Route { server, outcome };
-                }
-                Failure::Stale => {
-                    ctx.upstream_failed = true;
-                    let address = router.servers()[server].config.address;
-                    let why = format!("the server closed a kept connection ({address})");
-                    return self.failed(c, ctx, 502, &why, req).await;
-                }
-                Failure::Status if retry => {
-                    decision = pipeline::decide(ctx, &View::of(c), now_ms());
-                    ctx.count_decision(decision);
-                }
-                Failure::Status => return self.failed(c, ctx, 502, "fail_on_status", req).await,
-                Failure::Upstream(status, why) => {
-                    ctx.upstream_failed = true;
-                    let address = router.servers()[server].config.address;
-                    let why = format!("{why} ({address})");
-                    return self.failed(c, ctx, status, &why, req).await;
-                }
-                Failure::Client(status) => return (status, false),
-                Failure::Body(stop) => return self.body_stopped(c, stop, req).await,
+        let mut tries = Tries::first(ctx, &View::of(c)).await;
+        let ended = loop {
+            if let Err(ended) = tries.begin(ctx) {
+                break ended;
             }
+            let relayed =
+                exchange::attempt(&self.connector, (&self.name, &self.tunnels), c, ctx, req);
+            let failure = match relayed.await {
+                Ok(relayed) => break Ended::Relayed(relayed),
+                Err(f) => f,
+            };
+            let idempotent = exchange::idempotent(c);
+            if let Err(ended) = tries.failed(ctx, &View::of(c), failure, idempotent).await {
+                break ended;
+            }
+        };
+        match ended {
+            Ended::Relayed(relayed) => (relayed.status, relayed.client_keep),
+            Ended::Refused(reason) => self.refused(c, ctx, reason, req).await,
+            Ended::Failed(status, why) => self.failed(c, ctx, status, &why, req).await,
+            Ended::Client(status) => (status, false),
+            Ended::Body(stop) => self.body_stopped(c, stop, req).await,
         }
     }
 

@@ -15,6 +15,7 @@ use crate::config::ListenerLimits;
 use crate::http1::chunked::{Decoder, Event};
 use crate::http1::framing::Body;
 use crate::http1::head::Refusal;
+use crate::pipeline::Stop;
 use crate::proxy;
 use pingora_core::protocols::Stream;
 use std::io::ErrorKind;
@@ -39,17 +40,6 @@ pub struct Upload {
     decoder: Decoder,
     done: bool,
     streamed: bool,
-}
-
-/// Why a body's reading stopped.
-#[derive(Debug)]
-pub enum Stop {
-    /// The chunked coding was broken: the refusal's status, and the connection closes.
-    Refused(Refusal),
-    /// Slower than `request_body_min_rate`, or a read waited `request_body_timeout`: 408.
-    TooSlow,
-    /// The client closed or failed.
-    Closed,
 }
 
 /// What [`Upload::stream`] ended with.

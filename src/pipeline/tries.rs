@@ -1,0 +1,152 @@
+//! A request's tries of servers, for every front end that carries out the exchange itself
+//! (tether's HTTP/1 engine, its HTTP/2 front end): the routing decision's server tried,
+//! and after a failure the next decision (a failed connect, a `fail_on_status` answer),
+//! the same server again on a new connection (a kept one the server had closed), or the
+//! end, with what the front end must answer.
+
+use super::{connect_failed, decide, settled, Front, RequestCtx};
+use crate::http1::head::Refusal;
+use crate::routing::{ms_at, now_ms, Decision, Reject};
+
+/// Bound on tries of one request (pingora-proxy's; tether's `max_attempts` is lower).
+const MAX_TRIES: usize = 16;
+
+/// Why a request's body stopped being read.
+#[derive(Debug)]
+pub enum Stop {
+    /// The body's coding was broken: the refusal's status, and the connection closes.
+    Refused(Refusal),
+    /// Slower than `request_body_min_rate`, or a read waited `request_body_timeout`: 408.
+    TooSlow,
+    /// The client closed or failed.
+    Closed,
+}
+
+/// How a try ended, when it did not relay an answer.
+#[derive(Debug)]
+pub enum Failure {
+    /// No connection to the server.
+    Connect(String),
+    /// A kept connection was closed by the server before it answered: nothing of the
+    /// request can have been served; it may go again on a new connection.
+    Stale,
+    /// The server answered a `fail_on_status` status.
+    Status,
+    /// The server failed: answer the client with this status (502, 504).
+    Upstream(u16, &'static str),
+    /// The client went away (499 while the server worked) or did not read in time, after
+    /// the answer began (its status).
+    Client(u16),
+    /// The streamed body stopped: too slow, malformed, or its client gone.
+    Body(Stop),
+}
+
+/// A relayed answer: its status, and whether the client's connection may go on.
+pub struct Relayed {
+    pub status: u16,
+    pub client_keep: bool,
+}
+
+/// How the tries ended: an answer relayed, or what the front end answers itself.
+pub enum Ended {
+    Relayed(Relayed),
+    /// tether refused the request (no server, `sticky_force`): 503.
+    Refused(Reject),
+    /// The servers failed before an answer: the status (502, 504), and why in words.
+    Failed(u16, String),
+    /// The client went away or did not read in time (the status logged).
+    Client(u16),
+    /// The body stopped while it streamed to the server.
+    Body(Stop),
+}
+
+/// The tries of one request: the front end asks [`Tries::begin`] for each try's server
+/// and tells [`Tries::failed`] how a try failed, until one relays an answer or the tries
+/// end.
+pub struct Tries {
+    decision: Decision,
+    made: usize,
+}
+
+impl Tries {
+    /// The routing decision for the request's first try (`ctx` bound to its cluster),
+    /// after the fleet's wait when there is one.
+    pub async fn first(ctx: &mut RequestCtx, front: &impl Front) -> Tries {
+        let first = decide(ctx, front, ms_at(ctx.start));
+        let decision = settled(ctx, front, first).await;
+        ctx.count_decision(decision);
+        Tries { decision, made: 0 }
+    }
+
+    /// The next try begins on the server decided (in `ctx.server`), or the request is
+    /// refused.
+    pub fn begin(&mut self, ctx: &mut RequestCtx) -> Result<(), Ended> {
+        let (server, outcome) = match self.decision {
+            Decision::Route { server, outcome } => (server, outcome),
+            Decision::Reject(reason) => return Err(Ended::Refused(reason)),
+        };
+        self.made += 1;
+        ctx.begin_try(server, outcome);
+        Ok(())
+    }
+
+    /// The current try failed: `Ok` when another try is allowed (its server decided),
+    /// else how the request ends. `idempotent`: the request may go again after a kept
+    /// connection closed under it (RFC 9110 §9.2.2).
+    pub async fn failed(
+        &mut self,
+        ctx: &mut RequestCtx,
+        front: &impl Front,
+        failure: Failure,
+        idempotent: bool,
+    ) -> Result<(), Ended> {
+        let retry = self.made < MAX_TRIES;
+        match failure {
+            Failure::Connect(why) => {
+                if connect_failed(ctx, &why) && retry {
+                    let next = decide(ctx, front, now_ms());
+                    self.decision = settled(ctx, front, next).await;
+                    ctx.count_decision(self.decision);
+                    return Ok(());
+                }
+                Err(Ended::Failed(502, why))
+            }
+            // The server closed a kept connection: the same server, on a new one (the
+            // decision stands).
+            Failure::Stale if retry && idempotent => Ok(()),
+            Failure::Stale => {
+                ctx.upstream_failed = true;
+                let why = format!("the server closed a kept connection ({})", address(ctx));
+                Err(Ended::Failed(502, why))
+            }
+            Failure::Status if retry => {
+                self.decision = decide(ctx, front, now_ms());
+                ctx.count_decision(self.decision);
+                Ok(())
+            }
+            Failure::Status => Err(Ended::Failed(502, "fail_on_status".to_string())),
+            Failure::Upstream(status, why) => {
+                ctx.upstream_failed = true;
+                Err(Ended::Failed(status, format!("{why} ({})", address(ctx))))
+            }
+            Failure::Client(status) => Err(Ended::Client(status)),
+            Failure::Body(stop) => Err(Ended::Body(stop)),
+        }
+    }
+}
+
+/// The address of the current try's server, for a failure's words.
+fn address(ctx: &RequestCtx) -> String {
+    match (&ctx.router, ctx.server) {
+        (Some(router), Some(i)) => router.servers()[i].config.address.to_string(),
+        _ => "no server".to_string(),
+    }
+}
+
+/// May a request with this method be sent again (RFC 9110 §9.2.2)?
+pub fn idempotent(method: &[u8]) -> bool {
+    matches!(
+        method,
+        b"GET" | b"HEAD" | b"PUT" | b"DELETE" | b"OPTIONS" | b"TRACE"
+    )
+}
