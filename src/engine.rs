@@ -15,7 +15,6 @@ mod exchange;
 mod grace;
 mod idle;
 mod plugins;
-mod pool;
 mod relay;
 mod serve;
 mod steps;

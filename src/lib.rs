@@ -37,3 +37,4 @@ pub mod snapshot;
 pub mod stable_hash;
 pub mod tls;
 pub mod upgrade;
+pub mod upstream;

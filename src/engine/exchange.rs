@@ -4,7 +4,6 @@
 
 use super::answer;
 use super::conn::{to_client, write_all, Conn};
-use super::pool;
 use super::relay::{relay, RelayError};
 use super::tunnel;
 use super::upload::Upload;
@@ -15,11 +14,13 @@ use crate::http1::response::{Framing, ResponseHead};
 use crate::pipeline::{self, Failure, Heard, Relayed, RequestCtx};
 use crate::proxy::{self, Secure};
 use crate::routing::Timeouts;
+use crate::upstream::{self, pool};
 use log::warn;
 use pingora_core::connectors::TransportConnector;
 use pingora_core::protocols::Stream;
-use pingora_core::upstreams::peer::Peer;
-use tokio::io::AsyncReadExt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::ReadBuf;
 
 /// What the request is, for the try.
 pub struct Request {
@@ -60,20 +61,8 @@ pub async fn attempt(
     let server = ctx.server.expect("a routed request");
     let slot = &router.servers()[server];
     let timeouts = router.timeouts();
-    let peer = proxy::http_peer(ctx, slot, timeouts);
-    let key = peer.reuse_hash();
-    // The attempt's start (read just before it) stands for now.
-    let now = ctx.connect_start.unwrap_or_else(crate::poll_time::now);
-    let (mut up, reused) = match pool::take(key, timeouts.idle, now) {
-        Some(stream) => (stream, true),
-        None => match connector.new_stream(&peer).await {
-            Ok(s) => (s, false),
-            Err(e) => return Err(Failure::Connect(proxy::why_failed(&e, &peer))),
-        },
-    };
-    if let (false, Some(start), Some(m)) = (reused, ctx.connect_start, &ctx.metrics) {
-        m.connected(start.elapsed().as_secs_f64());
-    }
+    let connected = upstream::connect(connector, ctx).await?;
+    let (mut up, reused, key) = (connected.stream, connected.reused, connected.key);
     upstream_head(c, ctx, req);
     if let Err(e) = write_all(&mut up, &c.out, timeouts.read).await {
         // Nothing past the first part was read yet: it may go again.
@@ -293,8 +282,9 @@ fn upstream_head(c: &mut Conn, ctx: &RequestCtx, req: &Request) {
     req.upload.first_part(&c.buf, &mut c.out);
 }
 
-/// Reads the server's head into `up_buf` (`filled` bytes of it so far): its length, how
-/// its body is framed, and whether the server keeps the connection.
+/// Reads the server's head (`upstream::read_head`) while the client's connection is
+/// watched: bytes it sends meanwhile (a pipelined request) are kept after the current
+/// one, while the read buffer has room.
 async fn read_head(
     up: &mut Stream,
     c: &mut Conn,
@@ -303,59 +293,52 @@ async fn read_head(
     timeouts: Timeouts,
     req: &Request,
 ) -> Result<(usize, Framing, bool), Failure> {
-    loop {
-        match c.up_head.parse(&c.up_buf[..*filled]) {
-            Ok(true) => {
-                let (framing, keeps) = c
-                    .up_head
-                    .framing(&c.up_buf, req.head_request)
-                    .map_err(|why| Failure::Upstream(502, why))?;
-                return Ok((c.up_head.len, framing, keeps));
+    let Conn {
+        stream,
+        buf,
+        end,
+        up_buf,
+        up_head,
+        ..
+    } = c;
+    let mut client = Watched { stream, buf, end };
+    let server = (up_buf, up_head);
+    upstream::read_head(
+        up,
+        server,
+        filled,
+        (reused, req.head_request),
+        timeouts,
+        &mut client,
+    )
+    .await
+}
+
+/// The client's connection while the server works.
+struct Watched<'a> {
+    stream: &'a mut Stream,
+    buf: &'a mut [u8],
+    end: &'a mut usize,
+}
+
+impl upstream::Watch for Watched<'_> {
+    fn poll_gone(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            // With no room left, what it sends waits in the kernel, unread.
+            if *self.end >= self.buf.len() {
+                return Poll::Pending;
             }
-            Ok(false) => {}
-            Err(why) => return Err(Failure::Upstream(502, why)),
-        }
-        if *filled == c.up_buf.len() {
-            if c.up_buf.len() >= MAX_RESPONSE_HEAD {
-                return Err(Failure::Upstream(502, "a response head too large"));
-            }
-            let len = c.up_buf.len() * 2;
-            c.up_buf.resize(len.min(MAX_RESPONSE_HEAD), 0);
-        }
-        // The client is watched while the server works: a client that closes is noticed
-        // at once and the exchange abandoned (499, as nginx logs it). Bytes it sends
-        // meanwhile (a pipelined request) are kept after the current one, while the read
-        // buffer has room.
-        let Conn {
-            stream,
-            buf,
-            end,
-            up_buf,
-            ..
-        } = &mut *c;
-        let watch = *end < buf.len();
-        let read = tokio::select! {
-            r = crate::poll_time::timeout(timeouts.read, up.read(&mut up_buf[*filled..])) => r,
-            r = stream.read(&mut buf[*end..]), if watch => match r {
-                Ok(0) | Err(_) => return Err(Failure::Client(499)),
-                Ok(n) => {
-                    *end += n;
-                    continue;
+            let mut read = ReadBuf::new(&mut self.buf[*self.end..]);
+            match Pin::new(&mut **self.stream).poll_read(cx, &mut read) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(())) if !read.filled().is_empty() => {
+                    *self.end += read.filled().len()
                 }
-            },
-        };
-        match read {
-            Err(_) => return Err(Failure::Upstream(504, "the server did not answer in time")),
-            Ok(Ok(0)) | Ok(Err(_)) if reused && *filled == 0 => return Err(Failure::Stale),
-            Ok(Ok(0)) => return Err(Failure::Upstream(502, "the server closed the connection")),
-            Ok(Err(_)) => return Err(Failure::Upstream(502, "reading the answer failed")),
-            Ok(Ok(n)) => *filled += n,
+                Poll::Ready(_) => return Poll::Ready(()),
+            }
         }
     }
 }
-
-/// Largest server head read (Pingora's bound for a response head is the same 1 MiB).
-const MAX_RESPONSE_HEAD: usize = 1 << 20;
 
 /// The client's head, from the server's: the status line and fields, less the server's
 /// hop fields and `$WS*` fields, with the client connection's persistence.

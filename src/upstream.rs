@@ -1,0 +1,13 @@
+//! The exchange with a server over HTTP/1, for every front end that carries it out
+//! itself: a connection (one this thread kept, or a new one from Pingora's connector,
+//! `connect.rs`, `pool.rs`), the server's answer head read while the client is watched
+//! (`head.rs`), and its body read as data (`body.rs`).
+
+mod body;
+mod connect;
+mod head;
+pub mod pool;
+
+pub use body::BodyReader;
+pub use connect::{connect, Connected};
+pub use head::{read_head, Watch, MAX_RESPONSE_HEAD};

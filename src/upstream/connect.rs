@@ -1,0 +1,51 @@
+//! A connection to the server of a request's current try: one this thread kept for that
+//! server (`pool.rs`), or a new one, whose connect time is counted.
+
+use super::pool;
+use crate::pipeline::{Failure, RequestCtx};
+use crate::proxy;
+use pingora_core::connectors::TransportConnector;
+use pingora_core::protocols::Stream;
+use pingora_core::upstreams::peer::Peer;
+
+/// A connection to the try's server.
+pub struct Connected {
+    pub stream: Stream,
+    /// It was kept from an earlier request (the server may have closed it meanwhile).
+    pub reused: bool,
+    /// The server's key in the pool, to give the connection back under.
+    pub key: u64,
+}
+
+/// A connection to `ctx.server`.
+pub async fn connect(
+    connector: &TransportConnector,
+    ctx: &RequestCtx,
+) -> Result<Connected, Failure> {
+    let router = ctx.router.as_ref().expect("a routed request");
+    let server = ctx.server.expect("a routed request");
+    let timeouts = router.timeouts();
+    let peer = proxy::http_peer(ctx, &router.servers()[server], timeouts);
+    let key = peer.reuse_hash();
+    // The try's start (read just before it) stands for now.
+    let now = ctx.connect_start.unwrap_or_else(crate::poll_time::now);
+    if let Some(stream) = pool::take(key, timeouts.idle, now) {
+        return Ok(Connected {
+            stream,
+            reused: true,
+            key,
+        });
+    }
+    let stream = match connector.new_stream(&peer).await {
+        Ok(s) => s,
+        Err(e) => return Err(Failure::Connect(proxy::why_failed(&e, &peer))),
+    };
+    if let (Some(start), Some(m)) = (ctx.connect_start, &ctx.metrics) {
+        m.connected(start.elapsed().as_secs_f64());
+    }
+    Ok(Connected {
+        stream,
+        reused: false,
+        key,
+    })
+}
