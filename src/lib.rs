@@ -16,6 +16,7 @@ pub mod free_memory;
 pub mod head_limit;
 pub mod health;
 pub mod http1;
+pub mod http2;
 pub mod import;
 pub mod listener;
 pub mod live_metrics;

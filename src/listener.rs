@@ -59,6 +59,8 @@ pub struct Listener {
     h2c: bool,
     /// tether's HTTP/1 engine, when the listener has `http1: engine` (fixed at start).
     engine: Option<Engine>,
+    /// tether's HTTP/2 front end, when the listener has `http2: engine` (fixed at start).
+    http2: Option<crate::http2::Http2>,
     /// The server's stop, as Pingora hands it to the service that runs the listener: set
     /// before its first connection ([`Listener::watch_stop`]). Held here, not by each
     /// connection's task, which it would make 16 bytes larger.
@@ -78,7 +80,7 @@ impl Listener {
         index: usize,
         name: String,
         h2c: bool,
-        engine: Option<Engine>,
+        (engine, http2): (Option<Engine>, Option<crate::http2::Http2>),
     ) -> Self {
         if h2c {
             // Pingora's HTTP/2 path checks the preface again (it is only peeked at).
@@ -95,6 +97,7 @@ impl Listener {
             full_log: crate::logging::Every::new(10_000),
             h2c,
             engine,
+            http2,
             stop: OnceLock::new(),
             parking: OnceLock::new(),
         }
@@ -431,9 +434,24 @@ impl Listener {
         ));
         let stream = match accept.await {
             None => return Setup::Done(None),
-            // HTTP/2 streams are Pingora's (its h2 settings bound them); the connection
-            // still counts in `max_connections` until it ends.
+            // HTTP/2 is tether's own front end's, but for plugins that change messages,
+            // which only Pingora's proxy runs; the connection still counts in
+            // `max_connections` until it ends.
             Some(accept::Speaks::Http2(stream)) => {
+                if let Some(http2) = self.http2.as_ref() {
+                    if !self.snapshot.load().plugins_edit() {
+                        let (peer, local) = tcp::addresses(&stream);
+                        let link = crate::http2::Link {
+                            peer,
+                            local,
+                            tls: stream.get_ssl_digest(),
+                            proxy: stream.get_proxy_digest(),
+                        };
+                        let served = Box::pin(http2.serve(stream, link, shutdown.clone()));
+                        served.await;
+                        return Setup::Done(None);
+                    }
+                }
                 let h2 = Box::pin(<HttpProxy<TetherProxy> as ServerApp>::process_new(
                     &self.proxy,
                     stream,

@@ -25,6 +25,7 @@ pub use forwarded::{set_forwarded, write_on_stack};
 pub use min_rate::{body_time_left, write_timeout};
 pub use peer::{http_peer, why_failed};
 pub use record::of_request as access_record;
+pub use respond::{reply, Reply};
 pub use secure::{set_ssl_headers, Secure};
 pub use upstream_fields::UpstreamFields;
 pub use websphere::tag_request;

@@ -2,7 +2,7 @@
 
 use crate::access_log::AccessLog;
 use crate::admin::AdminApp;
-use crate::config::{Config, Http1Path, ServerSettings};
+use crate::config::{Config, Http1Path, Http2Path, ServerSettings};
 use crate::control::Control;
 use crate::health::HealthChecker;
 use crate::listener::accept_loop::AcceptLoop;
@@ -198,13 +198,22 @@ pub fn build_server(
                 config.server.idle_buffers_per_thread,
             )
         });
+        let http2 = (listener.http2 == Http2Path::Engine).then(|| {
+            crate::http2::Http2::new(
+                snapshot.clone(),
+                i,
+                &listener.name,
+                access_log.clone(),
+                ConnectorOptions::from_server_conf(&server.configuration),
+            )
+        });
         let app = Listener::new(
             proxy,
             snapshot.clone(),
             i,
             listener.name.clone(),
             listener.h2c && listener.tls.is_none(),
-            engine,
+            (engine, http2),
         );
         // TLS reads whole records through Pingora's read buffer; pingora-proxy's plain
         // HTTP/1 does not need one (its parser buffers). The engine's plain listeners accept

@@ -7,7 +7,8 @@ mod body;
 mod connect;
 mod head;
 pub mod pool;
+pub mod request_head;
 
 pub use body::BodyReader;
-pub use connect::{connect, Connected};
-pub use head::{read_head, Watch, MAX_RESPONSE_HEAD};
+pub use connect::{connect, write_all, Connected};
+pub use head::{read_head, ServerFields, Watch, MAX_RESPONSE_HEAD};

@@ -60,6 +60,11 @@ fn the_example_config_parses_to_what_it_documents() {
                 Ok("proxy") => Http1Path::Proxy,
                 _ => Http1Path::Engine,
             },
+            // And on both HTTP/2 front ends (`TETHER_HTTP2=proxy`).
+            http2: match std::env::var("TETHER_HTTP2").as_deref() {
+                Ok("proxy") => Http2Path::Proxy,
+                _ => Http2Path::Engine,
+            },
             redirect_https: None,
         }],
         clusters: vec![Cluster {

@@ -40,6 +40,8 @@ pub struct Listener {
     pub h2c: bool,
     /// Which code serves HTTP/1 requests (`http1:`, fixed at start).
     pub http1: Http1Path,
+    /// Which code serves HTTP/2 streams (`http2:`, fixed at start).
+    pub http2: Http2Path,
     /// Answer every request with a redirect to https (then `cluster` is not needed).
     pub redirect_https: Option<Redirect>,
 }
@@ -52,6 +54,17 @@ pub enum Http1Path {
     #[default]
     Engine,
     /// Pingora's proxy (`pingora-proxy`) for every request.
+    Proxy,
+}
+
+/// Which code serves a listener's HTTP/2 streams (`listeners[].http2`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Http2Path {
+    /// tether's own HTTP/2 front end (`crate::http2`), the default; a listener whose
+    /// plugins change messages has its HTTP/2 connections served by Pingora's proxy.
+    #[default]
+    Engine,
+    /// Pingora's proxy (`pingora-proxy`) for every HTTP/2 stream.
     Proxy,
 }
 

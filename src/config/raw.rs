@@ -82,6 +82,7 @@ pub struct RawListener {
     pub tls: Option<RawListenerTls>,
     pub h2c: Option<bool>,
     pub http1: Option<String>,
+    pub http2: Option<String>,
     pub redirect_https: Option<RawRedirect>,
     #[serde(default)]
     pub routes: Vec<RawRoute>,

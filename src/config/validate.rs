@@ -140,6 +140,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
                 .map(|c| super::client_limits::client_limits(c, &path, &mut check)),
             h2c: l.h2c.unwrap_or(false),
             http1: http1_path(l.http1.as_deref(), &path, &mut check),
+            http2: http2_path(l.http2.as_deref(), &path, &mut check),
             tls,
             redirect_https,
         });
@@ -308,6 +309,28 @@ fn http1_path(raw: Option<&str>, path: &str, check: &mut Check) -> Http1Path {
                 format!("`{other}` is not `engine` (tether's own HTTP/1 engine, the default) or `proxy` (Pingora's proxy for every request)"),
             );
             Http1Path::Engine
+        }
+    }
+}
+
+/// `http2: engine | proxy`. Unset, the environment's `TETHER_HTTP2` decides (so that the
+/// whole test suite can run on either), else `engine`.
+fn http2_path(raw: Option<&str>, path: &str, check: &mut Check) -> Http2Path {
+    let env = std::env::var("TETHER_HTTP2").ok();
+    let (value, field) = match (raw, env.as_deref()) {
+        (Some(v), _) => (v, format!("{path}.http2")),
+        (None, Some(v)) => (v, "TETHER_HTTP2 (environment)".to_string()),
+        (None, None) => return Http2Path::Engine,
+    };
+    match value {
+        "proxy" => Http2Path::Proxy,
+        "engine" => Http2Path::Engine,
+        other => {
+            check.err(
+                field,
+                format!("`{other}` is not `engine` (tether's own HTTP/2 front end, the default) or `proxy` (Pingora's proxy for every HTTP/2 stream)"),
+            );
+            Http2Path::Engine
         }
     }
 }

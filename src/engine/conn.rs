@@ -9,8 +9,8 @@ use pingora_core::protocols::tls::SslDigest;
 use pingora_core::protocols::Stream;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+pub use crate::upstream::write_all;
+use tokio::io::AsyncReadExt;
 
 /// First size of a read buffer; it grows (to the head limit, plus the body kept for a
 /// retry) only for the requests that need it.
@@ -182,23 +182,4 @@ pub async fn to_client(
         crate::head_limit::reset_on_close();
     }
     r
-}
-
-/// Writes `bytes` to `stream` within `timeout`, and flushes.
-pub async fn write_all(
-    stream: &mut Stream,
-    bytes: &[u8],
-    timeout: Duration,
-) -> std::io::Result<()> {
-    let write = async {
-        stream.write_all(bytes).await?;
-        stream.flush().await
-    };
-    match crate::poll_time::timeout(timeout, write).await {
-        Ok(r) => r,
-        Err(_) => Err(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "the client did not read in time",
-        )),
-    }
 }

@@ -7,13 +7,14 @@ use super::conn::{to_client, write_all, Conn};
 use super::relay::{relay, RelayError};
 use super::tunnel;
 use super::upload::Upload;
-use super::wire::{Replaced, Upstream};
+use super::wire;
 use crate::config::ListenerLimits;
 use crate::http1::framing::Body;
-use crate::http1::response::{Framing, ResponseHead};
+use crate::http1::response::Framing;
 use crate::pipeline::{self, Failure, Heard, Relayed, RequestCtx};
-use crate::proxy::{self, Secure};
+use crate::proxy::Secure;
 use crate::routing::Timeouts;
+use crate::upstream::request_head::{self, Replaced};
 use crate::upstream::{self, pool};
 use log::warn;
 use pingora_core::connectors::TransportConnector;
@@ -103,7 +104,7 @@ pub async fn attempt(
         }
         let may_retry =
             || req.upload.body != Body::Chunked && !req.upload.streamed() && idempotent(c);
-        let heard = pipeline::heard(ctx, status, &ServerFields(&c.up_head, &c.up_buf), may_retry);
+        let heard = pipeline::heard(ctx, status, &upstream::ServerFields(&c.up_head, &c.up_buf), may_retry);
         match heard {
             Heard::TooManyInterim => {
                 return Err(Failure::Upstream(
@@ -219,18 +220,6 @@ async fn tunnel(
     *end = 0;
 }
 
-/// The server's answer head, as the pipeline reads its fields.
-struct ServerFields<'a>(&'a ResponseHead, &'a [u8]);
-
-impl crate::routing::Fields for ServerFields<'_> {
-    fn values<'a>(
-        &'a self,
-        name: &'a http::HeaderName,
-    ) -> impl DoubleEndedIterator<Item = &'a [u8]> + 'a {
-        self.0.values(self.1, name.as_str())
-    }
-}
-
 /// May the request be sent again (RFC 9110 §9.2.2)?
 pub(super) fn idempotent(c: &Conn) -> bool {
     pipeline::idempotent(c.head.method.of(&c.buf))
@@ -238,7 +227,6 @@ pub(super) fn idempotent(c: &Conn) -> bool {
 
 /// The request head for the server, with tether's edits, and the buffered body, in `out`.
 fn upstream_head(c: &mut Conn, ctx: &RequestCtx, req: &Request) {
-    let router = ctx.router.as_ref().expect("a routed request");
     let replaced = Replaced {
         forwarded: ctx.forwarded,
         ssl: ctx.ssl_headers.as_deref(),
@@ -246,38 +234,13 @@ fn upstream_head(c: &mut Conn, ctx: &RequestCtx, req: &Request) {
         upgrade: req.upgrade,
     };
     let secure = c.tls().map(|digest| Secure { digest });
-    let mut up = Upstream::start(&c.head, &c.buf, req.upload.body, &replaced, &mut c.out);
-    if ctx.forwarded {
-        proxy::set_forwarded(&mut up, c.peer, secure.is_some());
-    }
-    if let Some(names) = &ctx.ssl_headers {
-        proxy::set_ssl_headers(&mut up, names, secure.as_ref());
-    }
-    if proxy::UpstreamFields::get(&up, "host").is_none() {
-        // HTTP/1.0 may leave Host out, HTTP/1.1 may not (as `proxy.rs`). Rare: allocates.
-        if let Some(i) = ctx.server {
-            let server = &router.servers()[i].config;
-            let host = match &server.host {
-                Some(name) => format!("{name}:{}", server.address.port()),
-                None => server.address.to_string(),
-            };
-            answer::field(up.out, b"Host", host.as_bytes());
-        }
-    }
-    if router.is_websphere() {
-        let tagged = proxy::tag_request(
-            router,
-            &mut up,
-            ctx.outcome,
-            ctx.client.or(c.peer),
-            c.local,
-            secure.as_ref(),
-            false,
-        );
-        if let (true, Some(m)) = (tagged, &ctx.metrics) {
-            m.wsfo_tagged();
-        }
-    }
+    let client = wire::Client {
+        head: &c.head,
+        buf: &c.buf,
+    };
+    let mut up = wire::start(&client, req.upload.body, &replaced, &mut c.out);
+    let link = (c.peer, c.local, secure.as_ref());
+    request_head::edit(&mut up, ctx, link, false);
     up.finish();
     req.upload.first_part(&c.buf, &mut c.out);
 }

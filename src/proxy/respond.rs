@@ -71,6 +71,13 @@ pub fn reply(answer: &Answer<'_>, close: bool) -> Result<Reply> {
     })
 }
 
+impl Reply {
+    /// The head and the body (for a front end that sends them itself).
+    pub fn into_parts(self) -> (Box<ResponseHeader>, Bytes) {
+        (self.head, self.body)
+    }
+}
+
 /// Sends `reply` and ends the response.
 pub async fn send(session: &mut Session, reply: Reply) -> Result<()> {
     if reply.close {

@@ -7,6 +7,7 @@ use crate::proxy;
 use pingora_core::connectors::TransportConnector;
 use pingora_core::protocols::Stream;
 use pingora_core::upstreams::peer::Peer;
+use tokio::io::AsyncWriteExt;
 
 /// A connection to the try's server.
 pub struct Connected {
@@ -48,4 +49,23 @@ pub async fn connect(
         reused: false,
         key,
     })
+}
+
+/// Writes `bytes` to `stream` within `timeout`, and flushes.
+pub async fn write_all(
+    stream: &mut Stream,
+    bytes: &[u8],
+    timeout: std::time::Duration,
+) -> std::io::Result<()> {
+    let write = async {
+        stream.write_all(bytes).await?;
+        stream.flush().await
+    };
+    match crate::poll_time::timeout(timeout, write).await {
+        Ok(r) => r,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "the peer did not read in time",
+        )),
+    }
 }

@@ -62,3 +62,15 @@ pub async fn read_head(
         }
     }
 }
+
+/// The server's answer head, as the pipeline reads its fields.
+pub struct ServerFields<'a>(pub &'a ResponseHead, pub &'a [u8]);
+
+impl crate::routing::Fields for ServerFields<'_> {
+    fn values<'a>(
+        &'a self,
+        name: &'a http::HeaderName,
+    ) -> impl DoubleEndedIterator<Item = &'a [u8]> + 'a {
+        self.0.values(self.1, name.as_str())
+    }
+}

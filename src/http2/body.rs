@@ -1,0 +1,143 @@
+//! A request's body on an HTTP/2 stream: the part read before a server is chosen (the
+//! listener's `request_buffer`), which goes with the head and again on a retry, then the
+//! rest, sent to the server as it comes (chunked when the client gave no length), with no
+//! retry once it began. Every read keeps to the listener's body rate, counted from the
+//! request's start; the window is given back as the bytes are taken.
+
+use crate::config::ListenerLimits;
+use crate::http1::framing::Body;
+use crate::pipeline::{Failure, Stop};
+use bytes::Bytes;
+use h2::RecvStream;
+use pingora_core::protocols::Stream;
+use std::time::{Duration, Instant};
+
+pub(super) struct Upload {
+    recv: RecvStream,
+    /// The first part, read before a server was chosen.
+    first: Vec<u8>,
+    /// The client's `Content-Length`.
+    declared: Option<u64>,
+    received: u64,
+    ended: bool,
+    streamed: bool,
+}
+
+impl Upload {
+    pub fn new(recv: RecvStream, declared: Option<u64>) -> Self {
+        Upload {
+            ended: recv.is_end_stream(),
+            recv,
+            first: Vec::new(),
+            declared,
+            received: 0,
+            streamed: false,
+        }
+    }
+
+    /// Nothing is left to read from the client.
+    pub fn is_done(&self) -> bool {
+        self.ended
+    }
+
+    /// Part of the body went to a server past its first part: it cannot go again.
+    pub fn streamed(&self) -> bool {
+        self.streamed
+    }
+
+    /// How the body is framed for the server.
+    pub fn body(&self) -> Body {
+        match (self.declared, self.ended) {
+            (Some(n), _) => Body::Length(n),
+            (None, true) if self.first.is_empty() => Body::Empty,
+            (None, true) => Body::Length(self.first.len() as u64),
+            (None, false) => Body::Chunked,
+        }
+    }
+
+    /// Reads the body, or its first `request_buffer` bytes.
+    pub async fn read_first(&mut self, limits: &ListenerLimits, since: Instant) -> Result<(), Stop> {
+        while !self.ended && self.first.len() < limits.request_buffer {
+            if let Some(data) = self.next(limits, since).await? {
+                self.first.extend_from_slice(&data);
+            }
+        }
+        Ok(())
+    }
+
+    /// The first part, framed for the server, after the head in `out`.
+    pub fn first_part(&self, out: &mut Vec<u8>) {
+        if self.first.is_empty() {
+            return;
+        }
+        if self.body() == Body::Chunked {
+            chunk(out, &self.first);
+        } else {
+            out.extend_from_slice(&self.first);
+        }
+    }
+
+    /// Sends the rest of the body to the server, each write within `write_timeout`.
+    pub async fn stream(
+        &mut self,
+        up: &mut Stream,
+        limits: &ListenerLimits,
+        since: Instant,
+        write_timeout: Duration,
+    ) -> Result<(), Failure> {
+        let chunked = self.body() == Body::Chunked;
+        self.streamed = true;
+        let mut framed = Vec::new();
+        loop {
+            let data = self.next(limits, since).await.map_err(Failure::Body)?;
+            framed.clear();
+            match &data {
+                Some(data) if chunked => chunk(&mut framed, data),
+                Some(data) => framed.extend_from_slice(data),
+                None if chunked => framed.extend_from_slice(b"0\r\n\r\n"),
+                None => {}
+            }
+            if !framed.is_empty() {
+                crate::upstream::write_all(up, &framed, write_timeout)
+                    .await
+                    .map_err(|_| Failure::Upstream(502, "writing the request body failed"))?;
+            }
+            if data.is_none() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The body's next data (`None` at its end), within the listener's body rate.
+    async fn next(&mut self, limits: &ListenerLimits, since: Instant) -> Result<Option<Bytes>, Stop> {
+        if self.ended {
+            return Ok(None);
+        }
+        let left = crate::proxy::body_time_left(limits, since.elapsed(), self.received)
+            .ok_or(Stop::TooSlow)?;
+        match crate::poll_time::timeout(left, self.recv.data()).await {
+            Err(_) => Err(Stop::TooSlow),
+            Ok(None) => {
+                self.ended = true;
+                Ok(None)
+            }
+            Ok(Some(Err(_))) => Err(Stop::Closed),
+            Ok(Some(Ok(data))) => {
+                self.received += data.len() as u64;
+                let _ = self.recv.flow_control().release_capacity(data.len());
+                self.ended = self.recv.is_end_stream();
+                Ok(Some(data))
+            }
+        }
+    }
+}
+
+/// `data` as one chunk of a chunked body.
+fn chunk(out: &mut Vec<u8>, data: &[u8]) {
+    let mut size = [0u8; 48];
+    let size = crate::proxy::write_on_stack(&mut size, format_args!("{:x}", data.len()));
+    out.extend_from_slice(size);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}

@@ -1,0 +1,268 @@
+//! One try of an HTTP/2 stream's request: a server connection (`crate::upstream`), the
+//! request as HTTP/1.1 (its fields, its cookies in one line, tether's edits) with the
+//! body's first part, the rest of the body, then the server's answer head (interim ones
+//! sent on as informational heads) and its body as data within the client's window.
+
+use super::body::Upload;
+use super::conn::{Http2, Link};
+use super::send;
+use crate::http1::response::ResponseHead;
+use crate::pipeline::{self, Failure, Heard, Relayed, RequestCtx};
+use crate::proxy::Secure;
+use crate::upstream::request_head::{self, dropped, framing, line, Replaced, Source, Upstream};
+use crate::upstream::{self, pool, BodyReader, Connected, ServerFields, Watch};
+use bytes::Bytes;
+use h2::server::SendResponse;
+use http::request::Parts;
+use log::warn;
+use std::task::{Context, Poll};
+
+/// What a stream's tries share: the request, its body, the stream to answer on, and the
+/// buffers of its exchanges.
+pub(super) struct Exchange<'a> {
+    parts: &'a Parts,
+    link: &'a Link,
+    upload: &'a mut Upload,
+    respond: &'a mut SendResponse<Bytes>,
+    out: Vec<u8>,
+    buf: Vec<u8>,
+    head: ResponseHead,
+}
+
+impl<'a> Exchange<'a> {
+    pub fn new(
+        parts: &'a Parts,
+        link: &'a Link,
+        upload: &'a mut Upload,
+        respond: &'a mut SendResponse<Bytes>,
+    ) -> Self {
+        Exchange {
+            parts,
+            link,
+            upload,
+            respond,
+            out: Vec::with_capacity(4096),
+            buf: vec![0; 4096],
+            head: ResponseHead::new(),
+        }
+    }
+}
+
+pub(super) async fn attempt(
+    h2: &Http2,
+    x: &mut Exchange<'_>,
+    ctx: &mut RequestCtx,
+) -> Result<Relayed, Failure> {
+    let router = ctx.router.clone().expect("a routed request");
+    let timeouts = router.timeouts();
+    let limits = ctx.limits;
+    let Connected {
+        stream: mut up,
+        reused,
+        key,
+    } = upstream::connect(&h2.connector, ctx).await?;
+    upstream_head(x, ctx);
+    if let Err(e) = upstream::write_all(&mut up, &x.out, timeouts.read).await {
+        if reused {
+            return Err(Failure::Stale);
+        }
+        warn!("cluster {}: writing the request failed: {e}", router.name);
+        return Err(Failure::Upstream(502, "writing the request failed"));
+    }
+    if !x.upload.is_done() {
+        x.upload
+            .stream(&mut up, &limits, ctx.start, timeouts.read)
+            .await?;
+    }
+    let head_request = x.parts.method == http::Method::HEAD;
+    let mut filled = 0;
+    loop {
+        let server = (&mut x.buf, &mut x.head);
+        let mut client = ResetWatch(x.respond);
+        let read = upstream::read_head(
+            &mut up,
+            server,
+            &mut filled,
+            (reused, head_request),
+            timeouts,
+            &mut client,
+        );
+        let (len, framing, server_keeps) = match read.await {
+            // Once the body streamed, nothing is sent again.
+            Err(Failure::Stale) if x.upload.streamed() => {
+                return Err(Failure::Upstream(502, "the server closed the connection"))
+            }
+            r => r?,
+        };
+        let status = x.head.status;
+        if status == 101 {
+            return Err(Failure::Upstream(
+                502,
+                "101 to a request that asked for no upgrade",
+            ));
+        }
+        let streamed = x.upload.streamed();
+        let method = x.parts.method.as_str().as_bytes();
+        let may_retry = || !streamed && pipeline::idempotent(method);
+        match pipeline::heard(ctx, status, &ServerFields(&x.head, &x.buf), may_retry) {
+            Heard::TooManyInterim => {
+                return Err(Failure::Upstream(
+                    502,
+                    "too many informational (1xx) responses",
+                ))
+            }
+            Heard::Interim => {
+                let _ = x.respond.send_informational(response(&x.head, &x.buf));
+                x.buf.copy_within(len..filled, 0);
+                filled -= len;
+                continue;
+            }
+            Heard::Retry => return Err(Failure::Status),
+            Heard::Final => {}
+        }
+        let mut reader = BodyReader::new(framing, (len, filled));
+        let head = response(&x.head, &x.buf);
+        let mut ended = reader.is_done();
+        let mut sending = match x.respond.send_response(head, ended) {
+            Ok(s) => s,
+            Err(_) => return Err(Failure::Client(499)),
+        };
+        while !ended {
+            let data = match reader.next(&mut up, &mut x.buf, timeouts.read).await {
+                Ok(Some(range)) => Bytes::copy_from_slice(&x.buf[range]),
+                Ok(None) => break,
+                Err(why) => {
+                    warn!("cluster {}: {why}", router.name);
+                    sending.send_reset(h2::Reason::INTERNAL_ERROR);
+                    return Err(Failure::Client(status));
+                }
+            };
+            let end = reader.is_done();
+            if send::data(&mut sending, data, end, &limits, &h2.name)
+                .await
+                .is_err()
+            {
+                return Err(Failure::Client(status));
+            }
+            if end {
+                ended = true;
+                break;
+            }
+        }
+        if !ended {
+            let _ = sending.send_data(Bytes::new(), true);
+        }
+        if reader.clean() && server_keeps && x.upload.is_done() {
+            pool::put(key, up, h2.pool_size, timeouts.idle);
+        }
+        return Ok(Relayed {
+            status,
+            client_keep: true,
+        });
+    }
+}
+
+/// The client's stream while the server works: gone when the client resets it.
+struct ResetWatch<'a>(&'a mut SendResponse<Bytes>);
+
+impl Watch for ResetWatch<'_> {
+    fn poll_gone(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.0.poll_reset(cx).map(|_| ())
+    }
+}
+
+/// The stream's fields, as the edits read them; the host is the `:authority` when the
+/// client sent no `Host`.
+struct Fields<'a>(&'a Parts);
+
+impl Source for Fields<'_> {
+    fn first(&self, name: &str) -> Option<&[u8]> {
+        match self.0.headers.get(name) {
+            Some(v) => Some(v.as_bytes()),
+            None if name == "host" => self.0.uri.authority().map(|a| a.as_str().as_bytes()),
+            None => None,
+        }
+    }
+}
+
+/// The request head for the server, with tether's edits, and the body's first part, in
+/// `out`.
+fn upstream_head(x: &mut Exchange<'_>, ctx: &RequestCtx) {
+    let parts = x.parts;
+    let out = &mut x.out;
+    out.clear();
+    out.extend_from_slice(parts.method.as_str().as_bytes());
+    out.push(b' ');
+    let origin = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    out.extend_from_slice(origin.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    let replaced = Replaced {
+        forwarded: ctx.forwarded,
+        ssl: ctx.ssl_headers.as_deref(),
+        nominated: false,
+        upgrade: false,
+    };
+    if !parts.headers.contains_key(http::header::HOST) {
+        if let Some(authority) = parts.uri.authority() {
+            line(out, b"Host", authority.as_str().as_bytes());
+        }
+    }
+    let mut cookies = parts.headers.get_all(http::header::COOKIE).iter();
+    if let Some(first) = cookies.next() {
+        // HTTP/2 may split the cookies into fields of their own; HTTP/1.1 has one line
+        // (RFC 9113 §8.2.3).
+        out.extend_from_slice(b"Cookie: ");
+        out.extend_from_slice(first.as_bytes());
+        for cookie in cookies {
+            out.extend_from_slice(b"; ");
+            out.extend_from_slice(cookie.as_bytes());
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+    for (name, value) in &parts.headers {
+        let name = name.as_str().as_bytes();
+        if name != b"cookie" && !dropped(name, &replaced) {
+            line(out, name, value.as_bytes());
+        }
+    }
+    framing(out, x.upload.body());
+    let secure = x.link.tls.clone().map(|digest| Secure { digest });
+    let fields = Fields(parts);
+    let mut up = Upstream::new(&fields, out);
+    let link = (x.link.peer, x.link.local, secure.as_ref());
+    request_head::edit(&mut up, ctx, link, true);
+    up.finish();
+    x.upload.first_part(&mut x.out);
+}
+
+/// The client's head from the server's: its status and fields, less the hop fields that
+/// HTTP/2 has no place for and the `$WS*` fields.
+fn response(head: &ResponseHead, buf: &[u8]) -> http::Response<()> {
+    let mut response = http::Response::new(());
+    *response.status_mut() =
+        http::StatusCode::from_u16(head.status).unwrap_or(http::StatusCode::BAD_GATEWAY);
+    let headers = response.headers_mut();
+    for (name, value) in head.fields(buf) {
+        let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+        if is(b"connection")
+            || is(b"keep-alive")
+            || is(b"proxy-connection")
+            || is(b"transfer-encoding")
+            || is(b"upgrade")
+            || is(b"te")
+            || is(b"trailer")
+            || (name.len() >= 3 && name[..3].eq_ignore_ascii_case(b"$ws"))
+        {
+            continue;
+        }
+        // A field the `http` crate does not take (a server's broken name or value) is
+        // left out, as pingora-proxy's parser leaves it.
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(name),
+            http::HeaderValue::from_bytes(value),
+        ) {
+            headers.append(name, value);
+        }
+    }
+    response
+}
