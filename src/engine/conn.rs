@@ -5,11 +5,11 @@
 use crate::config::ListenerLimits;
 use crate::http1::head::RequestHead;
 use crate::http1::response::ResponseHead;
+pub use crate::upstream::write_all;
 use pingora_core::protocols::tls::SslDigest;
 use pingora_core::protocols::Stream;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-pub use crate::upstream::write_all;
 use tokio::io::AsyncReadExt;
 
 /// First size of a read buffer; it grows (to the head limit, plus the body kept for a

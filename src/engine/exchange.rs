@@ -104,7 +104,12 @@ pub async fn attempt(
         }
         let may_retry =
             || req.upload.body != Body::Chunked && !req.upload.streamed() && idempotent(c);
-        let heard = pipeline::heard(ctx, status, &upstream::ServerFields(&c.up_head, &c.up_buf), may_retry);
+        let heard = pipeline::heard(
+            ctx,
+            status,
+            &upstream::ServerFields(&c.up_head, &c.up_buf),
+            may_retry,
+        );
         match heard {
             Heard::TooManyInterim => {
                 return Err(Failure::Upstream(

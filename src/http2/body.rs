@@ -56,7 +56,11 @@ impl Upload {
     }
 
     /// Reads the body, or its first `request_buffer` bytes.
-    pub async fn read_first(&mut self, limits: &ListenerLimits, since: Instant) -> Result<(), Stop> {
+    pub async fn read_first(
+        &mut self,
+        limits: &ListenerLimits,
+        since: Instant,
+    ) -> Result<(), Stop> {
         while !self.ended && self.first.len() < limits.request_buffer {
             if let Some(data) = self.next(limits, since).await? {
                 self.first.extend_from_slice(&data);
@@ -109,7 +113,11 @@ impl Upload {
     }
 
     /// The body's next data (`None` at its end), within the listener's body rate.
-    async fn next(&mut self, limits: &ListenerLimits, since: Instant) -> Result<Option<Bytes>, Stop> {
+    async fn next(
+        &mut self,
+        limits: &ListenerLimits,
+        since: Instant,
+    ) -> Result<Option<Bytes>, Stop> {
         if self.ended {
             return Ok(None);
         }

@@ -69,12 +69,12 @@ impl Http2 {
     pub async fn serve(&self, stream: Stream, link: Link, mut shutdown: ShutdownWatch) {
         let limits = self.snapshot.load().limits[self.listener];
         let handshake = settings::builder(&limits).handshake::<_, Bytes>(stream);
-        let mut conn =
-            match crate::poll_time::timeout(limits.request_head_timeout, handshake).await {
-                Ok(Ok(conn)) => conn,
-                Ok(Err(e)) => return debug!("listener {}: HTTP/2 handshake: {e}", self.name),
-                Err(_) => return debug!("listener {}: HTTP/2 handshake timed out", self.name),
-            };
+        let mut conn = match crate::poll_time::timeout(limits.request_head_timeout, handshake).await
+        {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => return debug!("listener {}: HTTP/2 handshake: {e}", self.name),
+            Err(_) => return debug!("listener {}: HTTP/2 handshake timed out", self.name),
+        };
         let mut streams = FuturesUnordered::new();
         let (mut opened, mut reset) = (0u64, 0u64);
         let mut closing = false;

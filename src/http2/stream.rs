@@ -38,7 +38,11 @@ impl Fields for View<'_> {
         &'a self,
         name: &'a HeaderName,
     ) -> impl DoubleEndedIterator<Item = &'a [u8]> + 'a {
-        self.parts.headers.get_all(name).iter().map(|v| v.as_bytes())
+        self.parts
+            .headers
+            .get_all(name)
+            .iter()
+            .map(|v| v.as_bytes())
     }
 }
 
@@ -155,7 +159,10 @@ impl Http2 {
             .get(http::header::EXPECT)
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
         if continues && !upload.is_done() {
-            let go_on = http::Response::builder().status(100).body(()).expect("a 100");
+            let go_on = http::Response::builder()
+                .status(100)
+                .body(())
+                .expect("a 100");
             let _ = respond.send_informational(go_on);
         }
         if let Err(stop) = upload.read_first(&limits, ctx.start).await {
@@ -237,8 +244,17 @@ impl Http2 {
             plugins::tls_facts(link.tls.as_deref()),
         );
         let name = &self.name;
-        plugins::choose(snapshot, self.listener, name, ctx, start, route_chain, &mut req, facts)
-            .await
+        plugins::choose(
+            snapshot,
+            self.listener,
+            name,
+            ctx,
+            start,
+            route_chain,
+            &mut req,
+            facts,
+        )
+        .await
     }
 }
 
@@ -265,7 +281,11 @@ fn record(
     duration: std::time::Duration,
     server: Option<usize>,
 ) -> Record {
-    let what = (parts.method.clone(), parts.uri.clone(), http::Version::HTTP_2);
+    let what = (
+        parts.method.clone(),
+        parts.uri.clone(),
+        http::Version::HTTP_2,
+    );
     let tls = link.tls.as_ref().map(|d| d.version.clone());
     crate::proxy::access_record(ctx, link.peer, what, tls, (status, duration, server))
 }

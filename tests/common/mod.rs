@@ -3,6 +3,7 @@
 
 pub mod daemon;
 pub mod fleet;
+pub mod h2frames;
 pub mod import;
 pub mod lookup;
 pub mod pki;
@@ -189,6 +190,9 @@ pub struct Opts {
     pub extra_listeners: String,
     /// Leave out `web`'s default cluster (its routes decide).
     pub no_default_cluster: bool,
+    /// `server.grace_period_seconds`: how long a graceful stop waits for open connections
+    /// (default 0: it ends at once).
+    pub grace: u64,
 }
 
 impl Tether {
@@ -233,11 +237,12 @@ impl Tether {
                 top.push_str(&opts.admin_extra);
             }
             let yaml = format!(
-                "server:\n  threads: 2\n  grace_period_seconds: 0\n  graceful_shutdown_timeout_seconds: 1\n  \
+                "server:\n  threads: 2\n  grace_period_seconds: {grace}\n  graceful_shutdown_timeout_seconds: 1\n  \
                  pid_file: {d}/tether.pid\n  upgrade_sock: {d}/upgrade.sock\n{server}{top}\
                  listeners:\n  - name: web\n    address: \"{addr}\"\n{default}{extra}{plugins}{more}\
                  clusters:\n  - name: shop\n{cluster}",
                 d = dir.display(),
+                grace = opts.grace,
                 top = top,
                 server = opts.server_extra,
                 default = if opts.no_default_cluster { "" } else { "    cluster: shop\n" },
