@@ -13,4 +13,52 @@ mod send;
 mod settings;
 mod stream;
 
-pub use conn::{Http2, Link};
+use crate::access_log::AccessLog;
+use crate::metrics::VersionCounters;
+use crate::snapshot::SharedSnapshot;
+use pingora_core::connectors::{ConnectorOptions, TransportConnector};
+use pingora_core::protocols::raw_connect::ProxyDigest;
+use pingora_core::protocols::tls::SslDigest;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+/// The HTTP/2 front end of one listener.
+pub struct Http2 {
+    snapshot: SharedSnapshot,
+    listener: usize,
+    name: Arc<str>,
+    access_log: Option<Arc<AccessLog>>,
+    versions: VersionCounters,
+    connector: TransportConnector,
+    /// Most idle connections kept per server and thread.
+    pool_size: usize,
+}
+
+/// What the streams of a connection share: its addresses, and the facts of its TLS and of
+/// its PROXY header.
+pub struct Link {
+    pub peer: Option<IpAddr>,
+    pub local: Option<SocketAddr>,
+    pub tls: Option<Arc<SslDigest>>,
+    pub proxy: Option<Arc<ProxyDigest>>,
+}
+
+impl Http2 {
+    pub fn new(
+        snapshot: SharedSnapshot,
+        listener: usize,
+        name: &str,
+        access_log: Option<Arc<AccessLog>>,
+        options: ConnectorOptions,
+    ) -> Self {
+        Http2 {
+            pool_size: options.keepalive_pool_size,
+            snapshot,
+            listener,
+            name: name.into(),
+            access_log,
+            versions: VersionCounters::new(name),
+            connector: TransportConnector::new(Some(options)),
+        }
+    }
+}

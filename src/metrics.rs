@@ -296,7 +296,8 @@ static CLIENT_CLOSED: Lazy<IntCounterVec> = Lazy::new(|| {
         "tether_client_closed_total",
         "Client connections or requests tether cut short, by listener and reason \
          (max_connections, request_head_timeout, request_head_too_large, request_body_timeout, \
-         send_timeout, proxy_protocol_from, proxy_protocol_malformed, proxy_protocol_missing).",
+         send_timeout, proxy_protocol_from, proxy_protocol_malformed, proxy_protocol_missing, \
+         http2_rapid_reset).",
         &["listener", "reason"]
     )
     .expect("register tether_client_closed_total")

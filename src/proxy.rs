@@ -157,12 +157,7 @@ impl TetherProxy {
             match chosen {
                 Ok(cluster) => cluster,
                 Err(a) => {
-                    let answer = Answer::Plugin {
-                        status: a.status,
-                        fields: &a.headers,
-                        body: &a.body,
-                    };
-                    respond::answer(session, &answer, false).await?;
+                    respond::answer(session, &a.answer(), false).await?;
                     return Ok(true);
                 }
             }

@@ -37,7 +37,7 @@ struct Case {
 enum Expect {
     Same,
     /// They answer alike, and forward differently on purpose: tether's front end forwards
-    /// a request with this field (docs/performance.md, "Where the HTTP/2 front ends
+    /// a request with this field (docs/DESIGN.md, section 11, "Where the front ends
     /// differ").
     Forwards(&'static str),
 }

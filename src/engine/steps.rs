@@ -105,12 +105,7 @@ impl Engine {
             match chosen {
                 Ok(chosen) => cluster = chosen,
                 Err(a) => {
-                    let answer = Answer::Plugin {
-                        status: a.status,
-                        fields: &a.headers,
-                        body: &a.body,
-                    };
-                    let closes = answer::write(&mut c.out, &answer, !req.keeps());
+                    let closes = answer::write(&mut c.out, &a.answer(), !req.keeps());
                     return self.answered(c, a.status, closes, req).await;
                 }
             }

@@ -6,65 +6,19 @@
 
 use super::settings;
 use super::stream::Served;
-use crate::access_log::AccessLog;
-use crate::metrics::VersionCounters;
-use crate::snapshot::SharedSnapshot;
+use super::{Http2, Link};
 use bytes::Bytes;
 use futures::stream::{FuturesUnordered, StreamExt};
 use log::debug;
-use pingora_core::connectors::{ConnectorOptions, TransportConnector};
-use pingora_core::protocols::raw_connect::ProxyDigest;
-use pingora_core::protocols::tls::SslDigest;
 use pingora_core::protocols::Stream;
 use pingora_core::server::ShutdownWatch;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
 use std::time::Duration;
-
-/// The HTTP/2 front end of one listener.
-pub struct Http2 {
-    pub(super) snapshot: SharedSnapshot,
-    pub(super) listener: usize,
-    pub(super) name: Arc<str>,
-    pub(super) access_log: Option<Arc<AccessLog>>,
-    pub(super) versions: VersionCounters,
-    pub(super) connector: TransportConnector,
-    /// Most idle connections kept per server and thread.
-    pub(super) pool_size: usize,
-}
-
-/// What the streams of a connection share: its addresses, and the facts of its TLS and of
-/// its PROXY header.
-pub struct Link {
-    pub peer: Option<IpAddr>,
-    pub local: Option<SocketAddr>,
-    pub tls: Option<Arc<SslDigest>>,
-    pub proxy: Option<Arc<ProxyDigest>>,
-}
 
 /// How long a connection that was told to go away (GOAWAY) may take to end when no stream
 /// is left: a client that does not read the GOAWAY does not keep it.
 const GOAWAY_DRAIN: Duration = Duration::from_secs(5);
 
 impl Http2 {
-    pub fn new(
-        snapshot: SharedSnapshot,
-        listener: usize,
-        name: &str,
-        access_log: Option<Arc<AccessLog>>,
-        options: ConnectorOptions,
-    ) -> Self {
-        Http2 {
-            pool_size: options.keepalive_pool_size,
-            snapshot,
-            listener,
-            name: name.into(),
-            access_log,
-            versions: VersionCounters::new(name),
-            connector: TransportConnector::new(Some(options)),
-        }
-    }
-
     /// Serves the connection (its client preface not read yet) until it ends.
     pub async fn serve(&self, stream: Stream, link: Link, mut shutdown: ShutdownWatch) {
         let limits = self.snapshot.load().limits[self.listener];

@@ -4,8 +4,8 @@
 //! sent on as informational heads) and its body as data within the client's window.
 
 use super::body::Upload;
-use super::conn::{Http2, Link};
 use super::send;
+use super::{Http2, Link};
 use crate::http1::response::ResponseHead;
 use crate::pipeline::{self, Failure, Heard, Relayed, RequestCtx};
 use crate::proxy::Secure;

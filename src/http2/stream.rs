@@ -4,8 +4,8 @@
 
 use super::answer;
 use super::body::Upload;
-use super::conn::{Http2, Link};
 use super::exchange::{self, Exchange};
+use super::{Http2, Link};
 use crate::access_log::Record;
 use crate::http1::framing::{self, Body};
 use crate::pipeline::{self, plugins, Admitted, Answer, Ended, Front, RequestCtx, Stop, Tries};
@@ -141,14 +141,7 @@ impl Http2 {
             let chosen = Box::pin(self.plugins(ctx, snapshot, parts, link, cluster, route_chain));
             match chosen.await {
                 Ok(chosen) => cluster = chosen,
-                Err(a) => {
-                    let answer = Answer::Plugin {
-                        status: a.status,
-                        fields: &a.headers,
-                        body: &a.body,
-                    };
-                    return answer::send(respond, &answer, &limits, &self.name).await;
-                }
+                Err(a) => return answer::send(respond, &a.answer(), &limits, &self.name).await,
             }
         }
         ctx.bind(snapshot, cluster);

@@ -22,6 +22,17 @@ pub struct PluginAnswer {
     pub body: String,
 }
 
+impl PluginAnswer {
+    /// The answer, as every front end writes it.
+    pub fn answer(&self) -> super::Answer<'_> {
+        super::Answer::Plugin {
+            status: self.status,
+            fields: &self.headers,
+            body: &self.body,
+        }
+    }
+}
+
 /// Runs the request and route phases of both chains.
 /// `start` is the cluster the listener or the matched route gives; `route_chain` the
 /// matched route's plugins, which run after the listener's and may choose as they do.
