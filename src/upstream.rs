@@ -10,5 +10,5 @@ pub mod pool;
 pub mod request_head;
 
 pub use body::BodyReader;
-pub use connect::{connect, write_all, Connected};
+pub use connect::{connect, kept, write_all, Connected};
 pub use head::{read_head, ServerFields, Watch, MAX_RESPONSE_HEAD};

@@ -62,7 +62,10 @@ pub async fn attempt(
     let server = ctx.server.expect("a routed request");
     let slot = &router.servers()[server];
     let timeouts = router.timeouts();
-    let connected = upstream::connect(connector, ctx).await?;
+    let connected = match upstream::kept(ctx) {
+        Ok(kept) => kept,
+        Err(new) => upstream::connect(connector, ctx, new).await?,
+    };
     let (mut up, reused, key) = (connected.stream, connected.reused, connected.key);
     upstream_head(c, ctx, req);
     if let Err(e) = write_all(&mut up, &c.out, timeouts.read).await {
@@ -290,6 +293,7 @@ struct Watched<'a> {
 }
 
 impl upstream::Watch for Watched<'_> {
+    #[inline]
     fn poll_gone(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         loop {
             // With no room left, what it sends waits in the kernel, unread.

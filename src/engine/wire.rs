@@ -16,6 +16,7 @@ pub struct Client<'a> {
 }
 
 impl Source for Client<'_> {
+    #[inline]
     fn first(&self, name: &str) -> Option<&[u8]> {
         self.head.values(self.buf, name).next()
     }

@@ -56,11 +56,15 @@ pub(super) async fn attempt(
     let router = ctx.router.clone().expect("a routed request");
     let timeouts = router.timeouts();
     let limits = ctx.limits;
+    let connected = match upstream::kept(ctx) {
+        Ok(kept) => kept,
+        Err(new) => upstream::connect(&h2.connector, ctx, new).await?,
+    };
     let Connected {
         stream: mut up,
         reused,
         key,
-    } = upstream::connect(&h2.connector, ctx).await?;
+    } = connected;
     upstream_head(x, ctx);
     if let Err(e) = upstream::write_all(&mut up, &x.out, timeouts.read).await {
         if reused {

@@ -6,7 +6,7 @@ use crate::pipeline::{Failure, RequestCtx};
 use crate::proxy;
 use pingora_core::connectors::TransportConnector;
 use pingora_core::protocols::Stream;
-use pingora_core::upstreams::peer::Peer;
+use pingora_core::upstreams::peer::{HttpPeer, Peer};
 use tokio::io::AsyncWriteExt;
 
 /// A connection to the try's server.
@@ -18,11 +18,11 @@ pub struct Connected {
     pub key: u64,
 }
 
-/// A connection to `ctx.server`.
-pub async fn connect(
-    connector: &TransportConnector,
-    ctx: &RequestCtx,
-) -> Result<Connected, Failure> {
+/// A connection this thread kept for `ctx.server`, or, when there is none, the server's
+/// peer to connect to and its key ([`connect`]). Not an `async fn`: a kept connection,
+/// the common case, costs no future of its own (and the peer, large, is boxed only for a
+/// new connection, which allocates anyway).
+pub fn kept(ctx: &RequestCtx) -> Result<Connected, Box<(HttpPeer, u64)>> {
     let router = ctx.router.as_ref().expect("a routed request");
     let server = ctx.server.expect("a routed request");
     let timeouts = router.timeouts();
@@ -30,13 +30,23 @@ pub async fn connect(
     let key = peer.reuse_hash();
     // The try's start (read just before it) stands for now.
     let now = ctx.connect_start.unwrap_or_else(crate::poll_time::now);
-    if let Some(stream) = pool::take(key, timeouts.idle, now) {
-        return Ok(Connected {
+    match pool::take(key, timeouts.idle, now) {
+        Some(stream) => Ok(Connected {
             stream,
             reused: true,
             key,
-        });
+        }),
+        None => Err(Box::new((peer, key))),
     }
+}
+
+/// A new connection to `peer` (the key `kept` gave), its connect time counted.
+pub async fn connect(
+    connector: &TransportConnector,
+    ctx: &RequestCtx,
+    new: Box<(HttpPeer, u64)>,
+) -> Result<Connected, Failure> {
+    let (peer, key) = *new;
     let stream = match connector.new_stream(&peer).await {
         Ok(s) => s,
         Err(e) => return Err(Failure::Connect(proxy::why_failed(&e, &peer))),

@@ -37,6 +37,7 @@ pub struct Replaced<'a> {
 }
 
 /// Is `name` one the client's head must not pass on?
+#[inline]
 pub fn dropped(name: &[u8], replaced: &Replaced) -> bool {
     let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
     if HOP.iter().any(|h| is(h)) || is("content-length") || is("transfer-encoding") {
@@ -64,6 +65,7 @@ pub trait Source {
 }
 
 /// `name: value` and its line end.
+#[inline]
 pub fn line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
