@@ -2,6 +2,7 @@
 
 pub mod access_log;
 pub mod admin;
+pub mod ajp;
 pub mod bind_check;
 pub mod client_limits;
 pub mod commands;

@@ -22,6 +22,7 @@ pub const TARGETS: &[(&str, Property)] = &[
     ("jk_import", jk_import),
     ("websphere_import", websphere_import),
     ("proxy_protocol", proxy_protocol),
+    ("ajp_response", ajp_response),
 ];
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -302,5 +303,64 @@ pub fn proxy_protocol(input: &[u8]) {
                 assert!(v.bytes().all(|b| (0x20..0x7f).contains(&b)), "{v:?}");
             }
         }
+    }
+}
+
+/// `ajp_response`: a server's packet is framed within the bytes that came, and its message
+/// is taken whole or refused: every slice it gives lies in the payload, a head yields as
+/// many fields as it declared, and a byte after a message it took makes it refused (but
+/// the NUL Tomcat puts after a body chunk).
+pub fn ajp_response(input: &[u8]) {
+    use tether::ajp::packet::frame;
+    use tether::ajp::response::{parse, Message};
+    if let Ok(Some(range)) = frame(input, tether::ajp::MAX_PACKET_SIZE) {
+        assert!(range.end <= input.len() && range.start == 4);
+    }
+    let within = |s: &[u8]| {
+        let (start, end) = (
+            input.as_ptr() as usize,
+            input.as_ptr() as usize + input.len(),
+        );
+        let at = s.as_ptr() as usize;
+        assert!(
+            s.is_empty() || (at >= start && at + s.len() <= end),
+            "a slice outside the payload"
+        );
+    };
+    let Ok(message) = parse(input) else { return };
+    let mut flush_nul = false;
+    match message {
+        Message::Headers { reason, fields, .. } => {
+            within(reason);
+            // The count follows the status and the reason (a null reason has no NUL).
+            let at = match input[3..5] == [0xFF, 0xFF] {
+                true => 5,
+                false => 5 + reason.len() + 1,
+            };
+            let declared = u16::from_be_bytes([input[at], input[at + 1]]);
+            let mut n = 0;
+            for (name, value) in fields {
+                assert!(!name.is_empty());
+                within(value);
+                n += 1;
+            }
+            assert_eq!(n, declared, "the fields a head declared");
+        }
+        Message::Body(data) => {
+            within(data);
+            flush_nul = input.len() == 3 + data.len();
+        }
+        _ => {}
+    }
+    for extra in [0u8, 1, 0xFF] {
+        let mut longer = input.to_vec();
+        longer.push(extra);
+        if flush_nul && extra == 0 {
+            continue;
+        }
+        assert!(
+            parse(&longer).is_err(),
+            "a byte after the message was taken"
+        );
     }
 }

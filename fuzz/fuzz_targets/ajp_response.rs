@@ -1,0 +1,10 @@
+#![no_main]
+//! `ajp_response`: the property `tests/fuzz_props/mod.rs` states for it, coverage-guided;
+//! `cargo test --test fuzz_corpus` replays its seeds in `tests/corpus/ajp_response/`.
+
+use libfuzzer_sys::fuzz_target;
+
+#[path = "../../tests/fuzz_props/mod.rs"]
+mod props;
+
+fuzz_target!(|input: &[u8]| props::ajp_response(input));
