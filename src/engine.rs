@@ -9,6 +9,7 @@
 //! other than `100-continue`, upgrades, `CONNECT`, `OPTIONS *`, an absolute-form target
 //! without `Host` or with userinfo) goes to pingora-proxy with the bytes already read.
 
+mod ajp;
 mod answer;
 mod conn;
 mod exchange;

@@ -203,6 +203,16 @@ impl TetherProxy {
     }
 
     pub async fn peer(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
+        if ctx.ajp.is_some() {
+            // Pingora's proxy speaks HTTP to servers only; tether's own front ends speak AJP.
+            let router = ctx.router.as_ref().map_or("?", |r| r.name.as_str());
+            warn!(
+                "cluster {router} speaks AJP, which only tether's own HTTP/1 engine serves \
+                 yet: a request it hands to Pingora's proxy (http1: proxy, an upgrade with a \
+                 body, CONNECT, OPTIONS *, plugins that change messages) is refused (502)"
+            );
+            return Err(Error::explain(ErrorType::HTTPStatus(502), "AJP cluster"));
+        }
         let decision = match (ctx.first.take(), ctx.retry_same, ctx.server) {
             (Some(first), ..) => first,
             (None, true, Some(server)) => {

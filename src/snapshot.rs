@@ -38,6 +38,8 @@ pub struct Snapshot {
     pub upstream_tls: Box<[Option<Arc<crate::tls::UpstreamTls>>]>,
     /// Each cluster's Tomcat `SSLValve` header names, when set.
     pub ssl_headers: Box<[Option<Arc<crate::config::SslHeaders>>]>,
+    /// Per cluster: AJP/1.3 to its servers, when it speaks it.
+    pub ajp: Box<[Option<Arc<crate::config::Ajp>>]>,
     /// Routing plugins of each listener, then of each cluster (empty chains cost nothing).
     pub listener_chains: Box<[Arc<Chain>]>,
     pub cluster_chains: Box<[Arc<Chain>]>,
@@ -183,6 +185,11 @@ impl Snapshot {
                 .clusters
                 .iter()
                 .map(|c| c.ssl_headers.clone().map(Arc::new))
+                .collect(),
+            ajp: config
+                .clusters
+                .iter()
+                .map(|c| c.ajp.clone().map(Arc::new))
                 .collect(),
             listener_chains,
             cluster_chains,

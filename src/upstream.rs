@@ -1,8 +1,10 @@
 //! The exchange with a server over HTTP/1, for every front end that carries it out
 //! itself: a connection (one this thread kept, or a new one from Pingora's connector,
 //! `connect.rs`, `pool.rs`), the server's answer head read while the client is watched
-//! (`head.rs`), and its body read as data (`body.rs`).
+//! (`head.rs`), and its body read as data (`body.rs`); over AJP/1.3, its packets
+//! (`ajp.rs`).
 
+pub mod ajp;
 mod body;
 mod connect;
 mod head;

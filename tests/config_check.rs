@@ -435,3 +435,57 @@ fn a_clusters_known_fields_include_servers() {
     assert!(e.has("clusters[0].sticky_forse", "`servers`"), "{e}");
     assert!(e.has("clusters[0].sticky_forse", "`sticky_force`"), "{e}");
 }
+
+#[test]
+fn ajp_takes_a_secret_file_and_a_packet_size_tomcat_can_take() {
+    let dir = common::scratch_dir("config-ajp");
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("ajp.secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let with =
+        |ajp: &str| GOOD.replace("    servers:\n", &format!("    ajp: {ajp}\n    servers:\n"));
+    let good = with(&format!(
+        "{{ secret_file: {}, packet_size: 65536 }}",
+        secret.display()
+    ));
+    let ajp = parse(&good, "test.yaml").expect("valid").clusters[0]
+        .ajp
+        .clone()
+        .unwrap();
+    assert_eq!(
+        ajp.secret.as_deref(),
+        Some("s3cret"),
+        "read, its newline trimmed"
+    );
+    assert_eq!(ajp.packet_size, 65536);
+    let default = parse(&with("{}"), "test.yaml").expect("valid").clusters[0]
+        .ajp
+        .clone();
+    assert_eq!(
+        default.map(|a| (a.secret, a.packet_size)),
+        Some((None, 8192))
+    );
+    let e = errors(&with("{ packet_size: 100000 }"));
+    assert!(
+        e.errors
+            .iter()
+            .any(|x| x.path == "clusters[0].ajp.packet_size"),
+        "{e}"
+    );
+    let e = errors(&with("{ secret_file: /nonexistent/ajp.secret }"));
+    assert!(
+        e.errors
+            .iter()
+            .any(|x| x.path == "clusters[0].ajp.secret_file"),
+        "{e}"
+    );
+    let both = with("{}").replace("    ajp: {}\n", "    ajp: {}\n    tls: {}\n");
+    let e = errors(&both);
+    assert!(
+        e.errors
+            .iter()
+            .any(|x| x.path == "clusters[0].ajp" && x.message.contains("not both")),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -102,6 +102,7 @@ fn the_example_config_parses_to_what_it_documents() {
             fail_on_status: vec![503],
             plugins: vec![],
             tls: None,
+            ajp: None,
             ssl_headers: None,
             servers: vec![
                 server("n1", 8081, 1),

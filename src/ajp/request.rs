@@ -114,16 +114,17 @@ pub struct Forward<'a> {
     pub secret: Option<&'a [u8]>,
 }
 
-/// Writes `f` with `fields` (name and value; the caller leaves out what must not pass) as
-/// one packet of at most `max` bytes appended to `out`; a request that does not fit is
-/// refused, and `out` is left as it was.
-pub fn forward_request<'h>(
+/// Writes `f` with the request's fields (name and value, from `fields`, which gives them
+/// each time it is called: they are counted first; the caller leaves out what must not
+/// pass) as one packet of at most `max` bytes appended to `out`; a request that does not
+/// fit is refused, and `out` is left as it was.
+pub fn forward_request<'h, I: Iterator<Item = (&'h [u8], &'h [u8])>>(
     out: &mut Vec<u8>,
     f: &Forward,
-    fields: impl Iterator<Item = (&'h [u8], &'h [u8])> + Clone,
+    fields: impl Fn() -> I,
     max: usize,
 ) -> Result<(), TooLarge> {
-    let count = u16::try_from(fields.clone().count()).map_err(|_| TooLarge)?;
+    let count = u16::try_from(fields().count()).map_err(|_| TooLarge)?;
     let mut w = Writer::new(out, max);
     w.byte(FORWARD_REQUEST);
     let code = METHODS
@@ -140,7 +141,7 @@ pub fn forward_request<'h>(
     w.int(f.server_port);
     w.bool(f.tls.is_some());
     w.int(count);
-    for (name, value) in fields {
+    for (name, value) in fields() {
         match FIELDS
             .iter()
             .position(|n| name.eq_ignore_ascii_case(n.as_bytes()))
@@ -316,7 +317,7 @@ mod tests {
         forward_request(
             &mut out,
             &request(b"GET", Some(tls)),
-            fields.into_iter(),
+            || fields.into_iter(),
             8192,
         )
         .unwrap();
@@ -348,7 +349,13 @@ mod tests {
     fn a_method_without_a_code_is_stored() {
         let mut out = Vec::new();
         let none: [(&[u8], &[u8]); 0] = [];
-        forward_request(&mut out, &request(b"PATCH", None), none.into_iter(), 8192).unwrap();
+        forward_request(
+            &mut out,
+            &request(b"PATCH", None),
+            || none.into_iter(),
+            8192,
+        )
+        .unwrap();
         let (method, _, attributes) = read_back(&out);
         assert_eq!(method, METHOD_STORED);
         assert!(attributes.contains(&(STORED_METHOD, Vec::new(), b"PATCH".to_vec())));
@@ -359,11 +366,22 @@ mod tests {
         let mut out = b"kept".to_vec();
         let cookie = vec![b'c'; 9000];
         let fields = [(&b"Cookie"[..], &cookie[..])];
-        let r = forward_request(&mut out, &request(b"GET", None), fields.into_iter(), 8192);
+        let r = forward_request(
+            &mut out,
+            &request(b"GET", None),
+            || fields.into_iter(),
+            8192,
+        );
         assert_eq!(r, Err(TooLarge));
         assert_eq!(out, b"kept");
         // With Tomcat's largest packet size it fits.
-        forward_request(&mut out, &request(b"GET", None), fields.into_iter(), 65536).unwrap();
+        forward_request(
+            &mut out,
+            &request(b"GET", None),
+            || fields.into_iter(),
+            65536,
+        )
+        .unwrap();
     }
 
     #[test]

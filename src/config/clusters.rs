@@ -216,11 +216,52 @@ pub(super) fn cluster(
             .tls
             .as_ref()
             .map(|t| super::tls::cluster_tls(t, path, check)),
+        ajp: c.ajp.as_ref().map(|a| ajp(a, c.tls.is_some(), path, check)),
         ssl_headers: c
             .ssl_headers
             .as_ref()
             .map(|h| super::tls::ssl_headers(h, path, check)),
         servers,
+    }
+}
+
+/// `ajp:`: the secret read from its file, the packet size bounded as Tomcat's.
+fn ajp(raw: &super::raw_tls::RawAjp, tls: bool, path: &str, check: &mut Check) -> Ajp {
+    let path = format!("{path}.ajp");
+    if tls {
+        check.err(
+            path.clone(),
+            "AJP has no TLS: a cluster has `ajp` or `tls`, not both",
+        );
+    }
+    let secret = raw
+        .secret_file
+        .as_deref()
+        .and_then(|file| match std::fs::read_to_string(file) {
+            Ok(text) if !text.trim().is_empty() => Some(text.trim().to_string()),
+            Ok(_) => {
+                check.err(format!("{path}.secret_file"), format!("`{file}` is empty"));
+                None
+            }
+            Err(e) => {
+                check.err(
+                    format!("{path}.secret_file"),
+                    format!("cannot read `{file}`: {e}"),
+                );
+                None
+            }
+        });
+    let range = crate::ajp::DEFAULT_PACKET_SIZE..=crate::ajp::MAX_PACKET_SIZE;
+    let packet_size = raw.packet_size.unwrap_or(crate::ajp::DEFAULT_PACKET_SIZE);
+    if !range.contains(&packet_size) {
+        check.err(
+            format!("{path}.packet_size"),
+            format!("must be between 8192 and 65536 (Tomcat's packetSize), not {packet_size}"),
+        );
+    }
+    Ajp {
+        secret,
+        packet_size,
     }
 }
 

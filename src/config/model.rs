@@ -284,9 +284,20 @@ pub struct Cluster {
     pub plugins: Vec<PluginSpec>,
     /// TLS to the servers; plain HTTP when absent.
     pub tls: Option<ClusterTls>,
+    /// The servers speak AJP/1.3 (`ajp:`), not HTTP.
+    pub ajp: Option<Ajp>,
     /// TLS facts for Tomcat's `SSLValve`, when set.
     pub ssl_headers: Option<SslHeaders>,
     pub servers: Vec<Server>,
+}
+
+/// AJP/1.3 to a cluster's servers (`clusters[].ajp`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ajp {
+    /// The AJP connector's `secret` (Tomcat's `secretRequired`), read from `secret_file`.
+    pub secret: Option<String>,
+    /// The largest packet, as the connector's `packetSize` (8192 by default).
+    pub packet_size: usize,
 }
 
 /// One backend application server.

@@ -6,7 +6,7 @@
 use super::error::ConfigError;
 use super::model::{Balance, HealthCheckKind, ServerState, SessionStyle};
 use super::raw_items::{item, list};
-use super::raw_tls::{RawClusterTls, RawListenerTls, RawRedirect, RawSslHeaders};
+use super::raw_tls::{RawAjp, RawClusterTls, RawListenerTls, RawRedirect, RawSslHeaders};
 use serde::Deserialize;
 use serde_yaml::Value;
 
@@ -191,6 +191,7 @@ pub struct RawCluster {
     pub plugins: Vec<Value>,
     pub fail_on_status: Option<Vec<u16>>,
     pub tls: Option<RawClusterTls>,
+    pub ajp: Option<RawAjp>,
     pub ssl_headers: Option<RawSslHeaders>,
     #[serde(default, deserialize_with = "duration_text")]
     pub session_timeout: Option<String>,

@@ -52,6 +52,14 @@ pub struct RawClusterTls {
     pub client_key: Option<String>,
 }
 
+/// `clusters[].ajp`: the servers speak AJP/1.3.
+#[derive(Deserialize, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawAjp {
+    pub secret_file: Option<String>,
+    pub packet_size: Option<usize>,
+}
+
 /// `clusters[].ssl_headers`: Tomcat `SSLValve` header names.
 #[derive(Deserialize, Clone, Default)]
 #[serde(deny_unknown_fields)]

@@ -286,10 +286,10 @@ async fn read_head(
 }
 
 /// The client's connection while the server works.
-struct Watched<'a> {
-    stream: &'a mut Stream,
-    buf: &'a mut [u8],
-    end: &'a mut usize,
+pub(super) struct Watched<'a> {
+    pub stream: &'a mut Stream,
+    pub buf: &'a mut [u8],
+    pub end: &'a mut usize,
 }
 
 impl upstream::Watch for Watched<'_> {

@@ -2,6 +2,7 @@
 //! the engine's view of it, then the tries of servers until one answers or no retry is
 //! allowed, tether's own answers, and the request's metrics and access-log record.
 
+use super::ajp;
 use super::answer;
 use super::conn::Conn;
 use super::exchange::{self, Request};
@@ -62,7 +63,7 @@ impl Front for View<'_> {
     }
 
     fn origin(&self) -> &[u8] {
-        origin(self.head, self.buf)
+        crate::http1::target::origin(self.head.target.of(self.buf))
     }
 }
 
@@ -116,9 +117,18 @@ impl Engine {
             if let Err(ended) = tries.begin(ctx) {
                 break ended;
             }
-            let relayed =
-                exchange::attempt(&self.connector, (&self.name, &self.tunnels), c, ctx, req);
-            let failure = match relayed.await {
+            let relayed = match ctx.ajp.clone() {
+                // Boxed: requests to HTTP servers do not carry the AJP try's future.
+                Some(settings) => {
+                    let name = &self.name;
+                    Box::pin(ajp::attempt(&self.connector, name, c, ctx, req, &settings)).await
+                }
+                None => {
+                    let tunnels = (&*self.name, &self.tunnels);
+                    exchange::attempt(&self.connector, tunnels, c, ctx, req).await
+                }
+            };
+            let failure = match relayed {
                 Ok(relayed) => break Ended::Relayed(relayed),
                 Err(f) => f,
             };
@@ -203,16 +213,6 @@ impl Engine {
         if let Some(log) = &self.access_log {
             log.log(record(c, ctx, status, duration, server));
         }
-    }
-}
-
-/// The request's target in origin-form (`/path?query`): the target, or what an
-/// absolute-form one names after its authority (as pingora-proxy's path reads it).
-fn origin<'a>(head: &RequestHead, buf: &'a [u8]) -> &'a [u8] {
-    let target = head.target.of(buf);
-    match crate::http1::target::absolute(target) {
-        Some(absolute) => absolute.origin(),
-        None => target,
     }
 }
 

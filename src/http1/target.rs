@@ -27,6 +27,15 @@ impl<'a> Absolute<'a> {
     }
 }
 
+/// `target` in origin-form (`/path?query`): the target, or what an absolute-form one names
+/// after its authority (as pingora-proxy's path reads it).
+pub fn origin(target: &[u8]) -> &[u8] {
+    match absolute(target) {
+        Some(absolute) => absolute.origin(),
+        None => target,
+    }
+}
+
 /// `target`'s parts when it is an `http` or `https` absolute-form with an authority that
 /// names no user; `None` for any other target.
 pub fn absolute(target: &[u8]) -> Option<Absolute<'_>> {

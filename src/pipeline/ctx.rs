@@ -46,6 +46,8 @@ pub struct RequestCtx {
     pub upstream_tls: Option<Arc<crate::tls::UpstreamTls>>,
     /// The cluster's Tomcat `SSLValve` header names, when set.
     pub ssl_headers: Option<Arc<crate::config::SslHeaders>>,
+    /// AJP/1.3 to the cluster's servers, when it speaks it.
+    pub ajp: Option<Arc<crate::config::Ajp>>,
     /// The host/path route the request matched, by name.
     pub route: Option<Arc<str>>,
     /// The client: the peer, or the address its trusted proxies name (`client.rs`).
@@ -95,6 +97,7 @@ impl RequestCtx {
             informational: 0,
             upstream_tls: None,
             ssl_headers: None,
+            ajp: None,
             route: None,
             session_key: None,
             upstream_failed: false,

@@ -10,12 +10,13 @@ use log::warn;
 
 impl RequestCtx {
     /// The request goes to cluster `cluster` of `snapshot`: its router, metrics, TLS to
-    /// its servers and `SSLValve` fields.
+    /// its servers, `SSLValve` fields and AJP.
     pub fn bind(&mut self, snapshot: &Snapshot, cluster: usize) {
         self.router = Some(snapshot.clusters[cluster].clone());
         self.metrics = Some(snapshot.metrics[cluster].clone());
         self.upstream_tls = snapshot.upstream_tls[cluster].clone();
         self.ssl_headers = snapshot.ssl_headers[cluster].clone();
+        self.ajp = snapshot.ajp[cluster].clone();
     }
 }
 

@@ -51,6 +51,20 @@ impl Secure {
     }
 }
 
+impl Secure {
+    /// The client certificate as PEM, in lines of 64 (what AJP's `ssl_cert` carries).
+    pub fn client_cert_pem(&self) -> Option<String> {
+        let b64 = self.client_cert_base64()?;
+        let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+        for chunk in b64.as_bytes().chunks(64) {
+            out.push_str(std::str::from_utf8(chunk).unwrap_or_default());
+            out.push('\n');
+        }
+        out.push_str("-----END CERTIFICATE-----\n");
+        Some(out)
+    }
+}
+
 /// Sets (or removes, so a client cannot send them) Tomcat's `SSLValve` headers.
 pub fn set_ssl_headers(req: &mut impl UpstreamFields, names: &SslHeaders, tls: Option<&Secure>) {
     for name in [

@@ -85,6 +85,7 @@ fn cluster(names: &[&str]) -> Cluster {
         fail_on_status: vec![],
         plugins: vec![],
         tls: None,
+        ajp: None,
         ssl_headers: None,
         servers: names
             .iter()

@@ -45,10 +45,37 @@ jvmRoute=<%= application.getInitParameter("jvmRoute") %>
 active=<%= ManagementFactory.getPlatformMBeanServer().getAttribute(new ObjectName("Catalina:type=Manager,host=localhost,context=/"), "activeSessions") %>
 "#;
 
+/// What the servlet API tells of a request, as `key=value` lines (for the AJP tests: what
+/// Tomcat sees of the client through the connector), and the body's length and sum.
+const ECHO_JSP: &str = r#"<%@ page contentType="text/plain; charset=UTF-8" session="false" trimDirectiveWhitespaces="true" %>
+<%
+  java.io.InputStream in = request.getInputStream();
+  long n = 0, sum = 0;
+  int b;
+  while ((b = in.read()) >= 0) { n++; sum += b; }
+%>
+method=<%= request.getMethod() %>
+protocol=<%= request.getProtocol() %>
+uri=<%= request.getRequestURI() %>
+query=<%= request.getQueryString() %>
+server=<%= request.getServerName() %>:<%= request.getServerPort() %>
+remote=<%= request.getRemoteAddr() %>
+scheme=<%= request.getScheme() %>
+secure=<%= request.isSecure() %>
+cipher=<%= request.getAttribute("jakarta.servlet.request.cipher_suite") %>
+header=<%= request.getHeader("X-Test") %>
+ghost=<%= request.getAttribute("ghost") %>
+body=<%= n %>/<%= sum %>
+"#;
+
+/// The AJP connector's `secret` on every instance (`secretRequired="true"`).
+pub const AJP_SECRET: &str = "tether-test-secret";
+
 /// A running Tomcat JVM; killed when dropped.
 pub struct RealTomcat {
     route: String,
     addr: SocketAddr,
+    ajp: SocketAddr,
     base: PathBuf,
     child: Option<Child>,
 }
@@ -129,9 +156,11 @@ impl RealTomcat {
         .unwrap();
         std::fs::write(base.join("webapps/ROOT/index.jsp"), INDEX_JSP).unwrap();
         std::fs::write(base.join("webapps/ROOT/sessions.jsp"), SESSIONS_JSP).unwrap();
+        std::fs::write(base.join("webapps/ROOT/echo.jsp"), ECHO_JSP).unwrap();
         let mut t = RealTomcat {
             route: route.to_string(),
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ajp: SocketAddr::from(([127, 0, 0, 1], 0)),
             base,
             child: None,
         };
@@ -142,14 +171,16 @@ impl RealTomcat {
     /// Writes `server.xml` for a fresh free port and starts the JVM.
     fn launch(&mut self) {
         self.addr = SocketAddr::from(([127, 0, 0, 1], super::free_port()));
-        // Shutdown port -1: only a signal stops this Tomcat. One HTTP/1.1 connector on
-        // loopback (tether talks HTTP, not AJP). RemoteIpValve: the client address and
+        self.ajp = SocketAddr::from(([127, 0, 0, 1], super::free_port()));
+        // Shutdown port -1: only a signal stops this Tomcat. An HTTP/1.1 connector and an
+        // AJP one (with a secret) on loopback. RemoteIpValve: the client address and
         // scheme from tether's X-Forwarded-For / X-Forwarded-Proto.
         let server_xml = format!(
             r#"<?xml version="1.0" encoding="UTF-8"?>
 <Server port="-1" shutdown="SHUTDOWN">
   <Service name="Catalina">
     <Connector port="{port}" address="127.0.0.1" protocol="HTTP/1.1" connectionTimeout="20000"/>
+    <Connector port="{ajp}" address="127.0.0.1" protocol="AJP/1.3" secret="{secret}" secretRequired="true"/>
     <Engine name="Catalina" defaultHost="localhost" jvmRoute="{route}">
       <Valve className="org.apache.catalina.valves.RemoteIpValve"
              remoteIpHeader="X-Forwarded-For" protocolHeader="X-Forwarded-Proto"/>
@@ -159,6 +190,8 @@ impl RealTomcat {
 </Server>
 "#,
             port = self.addr.port(),
+            ajp = self.ajp.port(),
+            secret = AJP_SECRET,
             route = self.route,
         );
         std::fs::write(self.base.join("conf/server.xml"), server_xml).unwrap();
@@ -251,6 +284,11 @@ impl RealTomcat {
     /// The HTTP connector's address (what tether's server `address` is).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The AJP connector's address.
+    pub fn ajp_addr(&self) -> SocketAddr {
+        self.ajp
     }
 
     /// The `jvmRoute` of its `<Engine>`.

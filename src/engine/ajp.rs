@@ -1,0 +1,365 @@
+//! One try of a request on tether's engine to a server that speaks AJP/1.3: the request as
+//! `FORWARD_REQUEST` (the client's facts as AJP carries them natively: its address, the
+//! host and port it addressed, its TLS and certificate, the route chosen, the connector's
+//! secret) with the body's first packet, the rest of the body as the server asks for it,
+//! then the answer's head written for the client as HTTP/1.1 and its body relayed, framed
+//! by its `Content-Length` or chunked.
+//!
+//! Not taken over AJP yet, and refused with a status that says so: a body the engine has
+//! not read whole before the try (larger than `request_buffer`, or chunked) and upgrades.
+
+use super::answer;
+use super::conn::{to_client, Conn};
+use super::exchange::Request;
+use crate::ajp::{self, Forward, Message, Tls};
+use crate::config::Ajp;
+use crate::http1::framing::Body;
+use crate::http1::head::Refusal;
+use crate::pipeline::{self, Failure, Heard, Relayed, RequestCtx, Stop};
+use crate::proxy::{write_on_stack, Secure};
+use crate::upstream::ajp::{AjpFields, Packets};
+use crate::upstream::{self, pool};
+use log::warn;
+use pingora_core::connectors::TransportConnector;
+
+/// Fields of the client's hop only, or that AJP carries otherwise; never sent.
+const HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "upgrade",
+    "transfer-encoding",
+    "expect",
+];
+
+const NOT_WHOLE: Refusal = Refusal {
+    status: 413,
+    why: "413 Request Entity Too Large: a body larger than request_buffer, or chunked, is not sent over AJP yet\n",
+};
+const NO_UPGRADE: Refusal = Refusal {
+    status: 501,
+    why: "501 Not Implemented: upgrades are not carried over AJP\n",
+};
+const HEAD_TOO_LARGE: Refusal = Refusal {
+    status: 431,
+    why: "431 Request Header Fields Too Large: the request does not fit the AJP packet size\n",
+};
+
+pub(super) async fn attempt(
+    connector: &TransportConnector,
+    listener: &str,
+    c: &mut Conn,
+    ctx: &mut RequestCtx,
+    req: &mut Request,
+    settings: &Ajp,
+) -> Result<Relayed, Failure> {
+    if req.upgrade {
+        return Err(Failure::Body(Stop::Refused(NO_UPGRADE)));
+    }
+    if req.upload.body == Body::Chunked || !req.upload.is_done() {
+        return Err(Failure::Body(Stop::Refused(NOT_WHOLE)));
+    }
+    let router = ctx.router.clone().expect("a routed request");
+    let timeouts = router.timeouts();
+    let max = settings.packet_size;
+    let connected = match upstream::kept(ctx) {
+        Ok(kept) => kept,
+        Err(new) => upstream::connect(connector, ctx, new).await?,
+    };
+    let (mut up, reused, key) = (connected.stream, connected.reused, connected.key);
+    let body_start = c.head.len;
+    let body_len = match req.upload.body {
+        Body::Length(n) => n as usize,
+        _ => 0,
+    };
+    if forward(c, ctx, req, settings).is_err() {
+        warn!(
+            "cluster {}: a request head does not fit the AJP packet size ({max} bytes): 431",
+            router.name
+        );
+        return Err(Failure::Body(Stop::Refused(HEAD_TOO_LARGE)));
+    }
+    // The first body packet goes with the request; the rest when the server asks.
+    let mut sent = 0;
+    if body_len > 0 {
+        let first = body_len.min(max - 6);
+        let data = &c.buf[body_start..body_start + first];
+        let _ = ajp::body_packet(&mut c.out, data, max);
+        sent = first;
+    }
+    if let Err(e) = upstream::write_all(&mut up, &c.out, timeouts.read).await {
+        if reused {
+            return Err(Failure::Stale);
+        }
+        warn!("cluster {}: writing the request failed: {e}", router.name);
+        return Err(Failure::Upstream(502, "writing the request failed"));
+    }
+    let mut packets = Packets::new();
+    let limits = (max, timeouts.read, reused);
+    // The head, answering the server's requests for body first.
+    let (status, length) = loop {
+        let range = {
+            let Conn {
+                stream,
+                buf,
+                end,
+                up_buf,
+                ..
+            } = &mut *c;
+            let mut client = super::exchange::Watched { stream, buf, end };
+            packets.next(&mut up, up_buf, limits, &mut client).await?
+        };
+        let message =
+            ajp::response::parse(&c.up_buf[range]).map_err(|m| Failure::Upstream(502, m.0))?;
+        match message {
+            Message::GetBody(n) => {
+                let want = usize::from(n).min(max - 6).min(body_len - sent);
+                let data = &c.buf[body_start + sent..body_start + sent + want];
+                c.out.clear();
+                let _ = ajp::body_packet(&mut c.out, data, max);
+                sent += want;
+                if upstream::write_all(&mut up, &c.out, timeouts.read)
+                    .await
+                    .is_err()
+                {
+                    return Err(Failure::Upstream(502, "writing the request body failed"));
+                }
+            }
+            Message::Headers { status, fields, .. } => {
+                let may_retry = || super::exchange::idempotent(c);
+                match pipeline::heard(ctx, status, &AjpFields(fields.clone()), may_retry) {
+                    Heard::Retry => return Err(Failure::Status),
+                    Heard::TooManyInterim => {
+                        return Err(Failure::Upstream(
+                            502,
+                            "too many informational (1xx) responses",
+                        ))
+                    }
+                    // An interim head over AJP is not relayed: the final one follows.
+                    Heard::Interim => continue,
+                    Heard::Final => {}
+                }
+                let length = client_head(&mut c.out, status, fields, req);
+                break (status, length);
+            }
+            _ => {
+                return Err(Failure::Upstream(
+                    502,
+                    "an AJP message before the answer's head",
+                ))
+            }
+        }
+    };
+    let chunked = length.is_none() && has_body(status, req) && !req.http10;
+    let client_keep = req.keeps() && (length.is_some() || chunked || !has_body(status, req));
+    if !client_keep {
+        answer::field(&mut c.out, b"Connection", b"close");
+    } else if req.http10 {
+        answer::field(&mut c.out, b"Connection", b"keep-alive");
+    }
+    if chunked {
+        answer::field(&mut c.out, b"Transfer-Encoding", b"chunked");
+    }
+    c.out.extend_from_slice(b"\r\n");
+    let mut head_out = false;
+    let reuse = loop {
+        let range = {
+            let Conn {
+                stream,
+                buf,
+                end,
+                up_buf,
+                ..
+            } = &mut *c;
+            let mut client = super::exchange::Watched { stream, buf, end };
+            match packets.next(&mut up, up_buf, limits, &mut client).await {
+                Ok(r) => r,
+                Err(Failure::Client(_)) => return Err(Failure::Client(status)),
+                Err(f) => {
+                    warn!("cluster {}: the answer's body over AJP: {f:?}", router.name);
+                    return Err(Failure::Client(status));
+                }
+            }
+        };
+        let message = match ajp::response::parse(&c.up_buf[range.clone()]) {
+            Ok(m) => m,
+            Err(m) => {
+                warn!("cluster {}: {}", router.name, m.0);
+                return Err(Failure::Client(status));
+            }
+        };
+        match message {
+            Message::Body(data) if !data.is_empty() && has_body(status, req) => {
+                if !head_out {
+                    head_out = true;
+                } else {
+                    c.out.clear();
+                }
+                if chunked {
+                    let mut size = [0u8; 48];
+                    let size = write_on_stack(&mut size, format_args!("{:x}", data.len()));
+                    c.out.extend_from_slice(size);
+                    c.out.extend_from_slice(b"\r\n");
+                }
+                let (start, len) = (range.start + 3, data.len());
+                c.out.extend_from_slice(&c.up_buf[start..start + len]);
+                if chunked {
+                    c.out.extend_from_slice(b"\r\n");
+                }
+                if to_client(&mut c.stream, &c.out, &req.limits, listener)
+                    .await
+                    .is_err()
+                {
+                    return Err(Failure::Client(status));
+                }
+            }
+            Message::Body(_) => {}
+            Message::End { reuse } => break reuse,
+            Message::GetBody(_) => {
+                c.out.clear();
+                c.out.extend_from_slice(&ajp::END_OF_BODY);
+                let _ = upstream::write_all(&mut up, &c.out, timeouts.read).await;
+            }
+            _ => {
+                warn!(
+                    "cluster {}: an AJP message inside the answer's body",
+                    router.name
+                );
+                return Err(Failure::Client(status));
+            }
+        }
+    };
+    if !head_out {
+        // No body: the head alone (or with the chunked body's end).
+        if chunked {
+            c.out.extend_from_slice(b"0\r\n\r\n");
+        }
+    } else {
+        c.out.clear();
+        if chunked {
+            c.out.extend_from_slice(b"0\r\n\r\n");
+        }
+    }
+    if !c.out.is_empty()
+        && to_client(&mut c.stream, &c.out, &req.limits, listener)
+            .await
+            .is_err()
+    {
+        return Err(Failure::Client(status));
+    }
+    if reuse && packets.clean() && sent == body_len {
+        pool::put(key, up, req.pool_size, timeouts.idle);
+    }
+    Ok(Relayed {
+        status,
+        client_keep,
+    })
+}
+
+/// Does an answer with `status` to this request carry a body?
+fn has_body(status: u16, req: &Request) -> bool {
+    !req.head_request && status != 204 && status != 304 && status >= 200
+}
+
+/// The client's head from the server's, in `out` (less its empty line): the status line
+/// and the fields, less those of the server's hop and `$WS*`. The answer's length, when
+/// the server gave one.
+fn client_head(
+    out: &mut Vec<u8>,
+    status: u16,
+    fields: ajp::ResponseHeaders<'_>,
+    req: &Request,
+) -> Option<u64> {
+    answer::status_line(out, status);
+    let mut length = None;
+    for (name, value) in fields {
+        let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+        if is(b"connection") || is(b"keep-alive") || is(b"transfer-encoding") {
+            continue;
+        }
+        if name.len() >= 3 && name[..3].eq_ignore_ascii_case(b"$ws") {
+            continue;
+        }
+        if is(b"content-length") {
+            length = std::str::from_utf8(value)
+                .ok()
+                .and_then(|v| v.trim().parse().ok());
+            if length.is_none() {
+                continue;
+            }
+        }
+        answer::field(out, name, value);
+    }
+    // A length does not frame an answer without a body, but is passed on (HEAD).
+    length.filter(|_| has_body(status, req))
+}
+
+/// The request as `FORWARD_REQUEST`, in `c.out` (cleared).
+fn forward(
+    c: &mut Conn,
+    ctx: &RequestCtx,
+    req: &Request,
+    settings: &Ajp,
+) -> Result<(), ajp::TooLarge> {
+    let router = ctx.router.as_ref().expect("a routed request");
+    let server = &router.servers()[ctx.server.expect("a routed request")].config;
+    let (head, buf) = (&c.head, &c.buf[..]);
+    let target = crate::http1::target::origin(head.target.of(buf));
+    let (path, query) = match target.iter().position(|&b| b == b'?') {
+        Some(q) => (&target[..q], Some(&target[q + 1..])),
+        None => (target, None),
+    };
+    let mut client = [0u8; 48];
+    let client = ctx
+        .client
+        .or(c.peer)
+        .map(|ip| write_on_stack(&mut client, ip));
+    let mut local = [0u8; 48];
+    let local_ip = c.local.map(|a| write_on_stack(&mut local, a.ip()));
+    let local_port = c.local.map_or(0, |a| a.port());
+    let host = head.values(buf, "host").next();
+    let (server_name, server_port) = match host {
+        Some(h) => pipeline::host_and_port(h, local_port),
+        None => (local_ip.unwrap_or(b"localhost"), local_port),
+    };
+    let secure = c.tls().map(|digest| Secure { digest });
+    let pem = secure.as_ref().and_then(Secure::client_cert_pem);
+    let conn_tls = secure.as_ref().and_then(Secure::conn);
+    let tls = secure.as_ref().map(|s| Tls {
+        cipher: s.cipher().as_bytes(),
+        session_id: conn_tls
+            .and_then(|t| t.session_id.as_deref())
+            .map(str::as_bytes),
+        key_size: conn_tls
+            .and_then(|t| t.cipher_bits)
+            .and_then(|b| u16::try_from(b).ok()),
+        protocol: s.digest.version.as_bytes(),
+        cert_pem: pem.as_deref().map(str::as_bytes),
+    });
+    let f = Forward {
+        method: head.method.of(buf),
+        protocol: if req.http10 { b"HTTP/1.0" } else { b"HTTP/1.1" },
+        path,
+        query,
+        remote_addr: client.unwrap_or(b""),
+        remote_port: None,
+        local_addr: local_ip,
+        server_name,
+        server_port,
+        tls,
+        route: Some(server.route.as_bytes()),
+        secret: settings.secret.as_deref().map(str::as_bytes),
+    };
+    let fields = || {
+        head.fields(buf).filter(|(name, _)| {
+            let hop = HOP.iter().any(|h| name.eq_ignore_ascii_case(h.as_bytes()));
+            let websphere = name.len() >= 3 && name[..3].eq_ignore_ascii_case(b"$ws");
+            !hop && !websphere
+        })
+    };
+    c.out.clear();
+    ajp::forward_request(&mut c.out, &f, fields, settings.packet_size)
+}

@@ -1,0 +1,132 @@
+//! tether to real Tomcats (Debian's `tomcat10`) over AJP/1.3, the connector mod_jk sites
+//! run with a `secret`: Tomcat sees the client as it would behind mod_jk (its address, the
+//! host and port it addressed, the query, its fields, the body), sessions stay on the
+//! instance named in their id, and a wrong secret is refused by Tomcat.
+//!
+//! The test skips (prints "skipped: tomcat10 not installed") only when the package is
+//! missing; `./run test` installs it.
+
+mod common;
+
+use common::real_tomcat::{RealTomcat, AJP_SECRET};
+use common::{scratch_dir, Opts, Tether};
+use std::collections::HashMap;
+
+/// The page's `key=value` lines.
+fn lines(body: &[u8]) -> HashMap<String, String> {
+    String::from_utf8_lossy(body)
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// tether in front of `tomcats` over AJP, with `secret` in its secret file.
+fn tether_over_ajp(tomcats: &[RealTomcat], dir: &std::path::Path, secret: &str) -> Tether {
+    let file = dir.join(format!("ajp-{}.secret", secret.len()));
+    std::fs::write(&file, format!("{secret}\n")).unwrap();
+    let mut cluster = format!(
+        "    recover_after: 60s\n    ajp: {{ secret_file: {} }}\n    servers:\n",
+        file.display()
+    );
+    for tc in tomcats {
+        cluster.push_str(&format!(
+            "      - {{ name: {r}, address: \"{a}\", route: {r} }}\n",
+            r = tc.route(),
+            a = tc.ajp_addr()
+        ));
+    }
+    Tether::start_with(Opts {
+        cluster,
+        // AJP is served by tether's own front ends (the suite's second pass puts listeners
+        // that do not say on Pingora's proxy).
+        listener_extra: "    http1: engine\n".into(),
+        ..Opts::default()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_tomcats_over_ajp_see_the_client_and_keep_their_sessions() {
+    let dir = scratch_dir("ajp");
+    let Some(tomcats) = RealTomcat::start_all(&dir, &["tc1", "tc2"]) else {
+        println!("skipped: tomcat10 not installed");
+        return;
+    };
+    let t = tether_over_ajp(&tomcats, &dir, AJP_SECRET);
+    let mut client = t.client();
+
+    // What the servlet API sees, over AJP: the client's address, the host and port it
+    // addressed, the query, its own fields; no attribute a client could have set.
+    let r = client
+        .get(
+            "/echo.jsp?a=1&b=two",
+            &[
+                ("Host", "shop.example:8443"),
+                ("X-Test", "yes"),
+                ("ghost", "x"),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let page = lines(&r.body);
+    assert_eq!(page["method"], "GET");
+    assert_eq!(page["uri"], "/echo.jsp");
+    assert_eq!(page["query"], "a=1&b=two");
+    assert_eq!(page["server"], "shop.example:8443", "{page:?}");
+    assert_eq!(page["remote"], "127.0.0.1");
+    assert_eq!(
+        (page["scheme"].as_str(), page["secure"].as_str()),
+        ("http", "false")
+    );
+    assert_eq!(page["header"], "yes");
+    assert_eq!(
+        page["ghost"], "null",
+        "a client's field is never an AJP attribute"
+    );
+
+    // A POST's body arrives whole, in packets past the first when it is larger (Tomcat
+    // asks for them with GET_BODY_CHUNK).
+    let body: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+    let sum: u64 = body.iter().map(|&b| u64::from(b)).sum();
+    let r = client
+        .request(
+            "POST",
+            "/echo.jsp",
+            &[("Content-Type", &b"application/octet-stream"[..])],
+            &body,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(lines(&r.body)["body"], format!("{}/{sum}", body.len()));
+
+    // Sessions: each new one on an instance, then every request of it on that instance
+    // (the route after the id's `.`, Tomcat's own jvmRoute).
+    let mut seen = HashMap::new();
+    for _ in 0..6 {
+        let mut browser = t.client();
+        let first = browser.get("/", &[]).await.unwrap();
+        assert_eq!(first.status, 200);
+        let page = lines(&first.body);
+        let route = page["jvmRoute"].clone();
+        let session = page["session"].clone();
+        assert!(session.ends_with(&format!(".{route}")), "{session}");
+        let cookie = format!("JSESSIONID={session}");
+        for n in 2..=4 {
+            let again = browser.get("/", &[("Cookie", &cookie)]).await.unwrap();
+            let page = lines(&again.body);
+            assert_eq!(page["jvmRoute"], route, "the session stays on its instance");
+            assert_eq!(page["count"], n.to_string());
+        }
+        *seen.entry(route).or_insert(0) += 1;
+    }
+    assert_eq!(seen.len(), 2, "new sessions on both instances: {seen:?}");
+
+    // A tether with another secret: Tomcat refuses every request.
+    let wrong = tether_over_ajp(&tomcats, &dir, "not-the-secret");
+    let r = wrong.client().get("/echo.jsp", &[]).await.unwrap();
+    assert_eq!(r.status, 403);
+    drop(tomcats);
+    let _ = std::fs::remove_dir_all(&dir);
+}
