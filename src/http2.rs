@@ -5,6 +5,7 @@
 //! read within the listener's limits (`body.rs`), and each answer, the server's or
 //! tether's own (`answer.rs`), sent within the client's flow-control window (`send.rs`).
 
+mod ajp;
 mod answer;
 mod body;
 mod conn;

@@ -1,16 +1,19 @@
 //! tether to real Tomcats (Debian's `tomcat10`) over AJP/1.3, the connector mod_jk sites
 //! run with a `secret`: Tomcat sees the client as it would behind mod_jk (its address, the
-//! host and port it addressed, the query, its fields, the body), sessions stay on the
-//! instance named in their id, and a wrong secret is refused by Tomcat.
+//! host and port it addressed, the query, its fields, the body; over TLS its cipher and
+//! certificate, on HTTP/1.1 and HTTP/2), sessions stay on the instance named in their id,
+//! and a wrong secret is refused by Tomcat.
 //!
 //! The test skips (prints "skipped: tomcat10 not installed") only when the package is
 //! missing; `./run test` installs it.
 
 mod common;
 
+use common::pki::Pki;
 use common::real_tomcat::{RealTomcat, AJP_SECRET};
 use common::{scratch_dir, Opts, Tether};
 use std::collections::HashMap;
+use std::process::Command;
 
 /// The page's `key=value` lines.
 fn lines(body: &[u8]) -> HashMap<String, String> {
@@ -21,8 +24,14 @@ fn lines(body: &[u8]) -> HashMap<String, String> {
         .collect()
 }
 
-/// tether in front of `tomcats` over AJP, with `secret` in its secret file.
-fn tether_over_ajp(tomcats: &[RealTomcat], dir: &std::path::Path, secret: &str) -> Tether {
+/// tether in front of `tomcats` over AJP, with `secret` in its secret file and `listener`
+/// (more YAML of its listener).
+fn tether_over_ajp(
+    tomcats: &[RealTomcat],
+    dir: &std::path::Path,
+    secret: &str,
+    listener: &str,
+) -> Tether {
     let file = dir.join(format!("ajp-{}.secret", secret.len()));
     std::fs::write(&file, format!("{secret}\n")).unwrap();
     let mut cluster = format!(
@@ -40,7 +49,7 @@ fn tether_over_ajp(tomcats: &[RealTomcat], dir: &std::path::Path, secret: &str) 
         cluster,
         // AJP is served by tether's own front ends (the suite's second pass puts listeners
         // that do not say on Pingora's proxy).
-        listener_extra: "    http1: engine\n".into(),
+        listener_extra: format!("    http1: engine\n{listener}"),
         ..Opts::default()
     })
 }
@@ -52,7 +61,7 @@ async fn real_tomcats_over_ajp_see_the_client_and_keep_their_sessions() {
         println!("skipped: tomcat10 not installed");
         return;
     };
-    let t = tether_over_ajp(&tomcats, &dir, AJP_SECRET);
+    let t = tether_over_ajp(&tomcats, &dir, AJP_SECRET, "");
     let mut client = t.client();
 
     // What the servlet API sees, over AJP: the client's address, the host and port it
@@ -124,9 +133,57 @@ async fn real_tomcats_over_ajp_see_the_client_and_keep_their_sessions() {
     assert_eq!(seen.len(), 2, "new sessions on both instances: {seen:?}");
 
     // A tether with another secret: Tomcat refuses every request.
-    let wrong = tether_over_ajp(&tomcats, &dir, "not-the-secret");
+    let wrong = tether_over_ajp(&tomcats, &dir, "not-the-secret", "");
     let r = wrong.client().get("/echo.jsp", &[]).await.unwrap();
     assert_eq!(r.status, 403);
+
+    // Over TLS, HTTP/1.1 and HTTP/2: Tomcat sees a secure request, its cipher and key size,
+    // and the client's certificate, as through mod_jk.
+    let pki = Pki::new(&dir.join("pki"));
+    let tls = format!(
+        "    http2: engine\n{}      client_auth: {{ ca: {}, mode: optional }}\n",
+        pki.listener_tls(),
+        pki.path("ca.pem")
+    );
+    let secure = tether_over_ajp(&tomcats, &dir, AJP_SECRET, &tls);
+    let body = dir.join("body.bin");
+    std::fs::write(&body, vec![7u8; 30_000]).unwrap();
+    for (version, protocol) in [("--http1.1", "HTTP/1.1"), ("--http2", "HTTP/2.0")] {
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "10", "--cacert", &pki.path("ca.pem")])
+            .args([
+                "--cert",
+                &pki.path("client.crt"),
+                "--key",
+                &pki.path("client.key"),
+            ])
+            .args([
+                "--resolve",
+                &format!("a.test:{}:127.0.0.1", secure.addr.port()),
+            ])
+            .args([version, "--data-binary", &format!("@{}", body.display())])
+            .arg(format!(
+                "https://a.test:{}/echo.jsp?tls=1",
+                secure.addr.port()
+            ))
+            .output()
+            .expect("curl");
+        let page = lines(&out.stdout);
+        assert_eq!(
+            page.get("protocol").map(String::as_str),
+            Some(protocol),
+            "{page:?}"
+        );
+        assert_eq!(
+            (page["scheme"].as_str(), page["secure"].as_str()),
+            ("https", "true")
+        );
+        assert_eq!(page["server"], format!("a.test:{}", secure.addr.port()));
+        assert!(page["cipher"].starts_with("TLS_"), "{page:?}");
+        assert_ne!(page["keysize"], "null", "{page:?}");
+        assert!(page["cert"].contains("CN=client one"), "{page:?}");
+        assert_eq!(page["body"], format!("30000/{}", 30_000 * 7));
+    }
     drop(tomcats);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -45,6 +45,13 @@ impl Upload {
         self.streamed
     }
 
+    /// The whole body, when it was read before a server was chosen.
+    pub fn whole(&self) -> Option<&[u8]> {
+        self.ended
+            .then_some(&self.first[..])
+            .filter(|_| !self.streamed)
+    }
+
     /// How the body is framed for the server.
     pub fn body(&self) -> Body {
         match (self.declared, self.ended) {

@@ -20,12 +20,12 @@ use std::task::{Context, Poll};
 /// What a stream's tries share: the request, its body, the stream to answer on, and the
 /// buffers of its exchanges.
 pub(super) struct Exchange<'a> {
-    parts: &'a Parts,
-    link: &'a Link,
-    upload: &'a mut Upload,
-    respond: &'a mut SendResponse<Bytes>,
-    out: Vec<u8>,
-    buf: Vec<u8>,
+    pub parts: &'a Parts,
+    pub link: &'a Link,
+    pub upload: &'a mut Upload,
+    pub respond: &'a mut SendResponse<Bytes>,
+    pub out: Vec<u8>,
+    pub buf: Vec<u8>,
     head: ResponseHead,
 }
 
@@ -167,7 +167,7 @@ pub(super) async fn attempt(
 }
 
 /// The client's stream while the server works: gone when the client resets it.
-struct ResetWatch<'a>(&'a mut SendResponse<Bytes>);
+pub(super) struct ResetWatch<'a>(pub &'a mut SendResponse<Bytes>);
 
 impl Watch for ResetWatch<'_> {
     fn poll_gone(&mut self, cx: &mut Context<'_>) -> Poll<()> {

@@ -2,6 +2,7 @@
 //! pipeline's steps (`crate::pipeline`), its body's first part read, the tries of servers,
 //! tether's own answers, and the request's metrics and access-log record.
 
+use super::ajp;
 use super::answer;
 use super::body::Upload;
 use super::exchange::{self, Exchange};
@@ -167,7 +168,11 @@ impl Http2 {
             if let Err(ended) = tries.begin(ctx) {
                 break ended;
             }
-            let failure = match exchange::attempt(self, &mut x, ctx).await {
+            let relayed = match ctx.ajp.clone() {
+                Some(settings) => ajp::attempt(self, &mut x, ctx, &settings).await,
+                None => exchange::attempt(self, &mut x, ctx).await,
+            };
+            let failure = match relayed {
                 Ok(relayed) => break Ended::Relayed(relayed),
                 Err(f) => f,
             };

@@ -53,6 +53,8 @@ const ECHO_JSP: &str = r#"<%@ page contentType="text/plain; charset=UTF-8" sessi
   long n = 0, sum = 0;
   int b;
   while ((b = in.read()) >= 0) { n++; sum += b; }
+  java.security.cert.X509Certificate[] chain = (java.security.cert.X509Certificate[])
+      request.getAttribute("jakarta.servlet.request.X509Certificate");
 %>
 method=<%= request.getMethod() %>
 protocol=<%= request.getProtocol() %>
@@ -63,6 +65,8 @@ remote=<%= request.getRemoteAddr() %>
 scheme=<%= request.getScheme() %>
 secure=<%= request.isSecure() %>
 cipher=<%= request.getAttribute("jakarta.servlet.request.cipher_suite") %>
+keysize=<%= request.getAttribute("jakarta.servlet.request.key_size") %>
+cert=<%= chain == null ? "none" : chain[0].getSubjectX500Principal().getName() %>
 header=<%= request.getHeader("X-Test") %>
 ghost=<%= request.getAttribute("ghost") %>
 body=<%= n %>/<%= sum %>

@@ -1,0 +1,286 @@
+//! One try of an HTTP/2 stream's request to a server that speaks AJP/1.3: the request as
+//! `FORWARD_REQUEST` (`protocol` `HTTP/2.0`; the host from `:authority`), the body in
+//! packets as the server asks, then the answer's head and body sent on the stream within
+//! the client's window. A body not read whole before the try is refused (413), as on the
+//! engine.
+
+use super::exchange::{Exchange, ResetWatch};
+use super::{send, Http2};
+use crate::ajp::{self, Forward, Message, Tls};
+use crate::config::Ajp;
+use crate::http1::head::Refusal;
+use crate::pipeline::{self, Failure, Heard, Relayed, RequestCtx, Stop};
+use crate::proxy::{write_on_stack, Secure};
+use crate::upstream::ajp::{AjpFields, Packets};
+use crate::upstream::{self, pool};
+use bytes::Bytes;
+use log::warn;
+
+/// Fields that AJP carries otherwise or that are of the client's hop.
+const HOP: [&str; 6] = [
+    "connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "transfer-encoding",
+    "expect",
+];
+
+const NOT_WHOLE: Refusal = Refusal {
+    status: 413,
+    why:
+        "413 Request Entity Too Large: a body larger than request_buffer is not sent over AJP yet\n",
+};
+const HEAD_TOO_LARGE: Refusal = Refusal {
+    status: 431,
+    why: "431 Request Header Fields Too Large: the request does not fit the AJP packet size\n",
+};
+
+pub(super) async fn attempt(
+    h2: &Http2,
+    x: &mut Exchange<'_>,
+    ctx: &mut RequestCtx,
+    settings: &Ajp,
+) -> Result<Relayed, Failure> {
+    let Some(body) = x.upload.whole().map(<[u8]>::to_vec) else {
+        return Err(Failure::Body(Stop::Refused(NOT_WHOLE)));
+    };
+    let router = ctx.router.clone().expect("a routed request");
+    let timeouts = router.timeouts();
+    let max = settings.packet_size;
+    let connected = match upstream::kept(ctx) {
+        Ok(kept) => kept,
+        Err(new) => upstream::connect(&h2.connector, ctx, new).await?,
+    };
+    let (mut up, reused, key) = (connected.stream, connected.reused, connected.key);
+    if forward(x, ctx, settings, body.len()).is_err() {
+        warn!(
+            "cluster {}: a request head does not fit the AJP packet size ({max} bytes): 431",
+            router.name
+        );
+        return Err(Failure::Body(Stop::Refused(HEAD_TOO_LARGE)));
+    }
+    let mut sent = body.len().min(max - 6);
+    if sent > 0 {
+        let _ = ajp::body_packet(&mut x.out, &body[..sent], max);
+    }
+    if let Err(e) = upstream::write_all(&mut up, &x.out, timeouts.read).await {
+        if reused {
+            return Err(Failure::Stale);
+        }
+        warn!("cluster {}: writing the request failed: {e}", router.name);
+        return Err(Failure::Upstream(502, "writing the request failed"));
+    }
+    let mut packets = Packets::new();
+    let limits = (max, timeouts.read, reused);
+    let head_request = x.parts.method == http::Method::HEAD;
+    let (status, mut sending, mut ended) = loop {
+        let mut client = ResetWatch(x.respond);
+        let range = packets
+            .next(&mut up, &mut x.buf, limits, &mut client)
+            .await?;
+        let message =
+            ajp::response::parse(&x.buf[range]).map_err(|m| Failure::Upstream(502, m.0))?;
+        match message {
+            Message::GetBody(n) => {
+                let want = usize::from(n).min(max - 6).min(body.len() - sent);
+                x.out.clear();
+                let _ = ajp::body_packet(&mut x.out, &body[sent..sent + want], max);
+                sent += want;
+                if upstream::write_all(&mut up, &x.out, timeouts.read)
+                    .await
+                    .is_err()
+                {
+                    return Err(Failure::Upstream(502, "writing the request body failed"));
+                }
+            }
+            Message::Headers { status, fields, .. } => {
+                let method = x.parts.method.as_str().as_bytes();
+                let may_retry = || pipeline::idempotent(method);
+                match pipeline::heard(ctx, status, &AjpFields(fields.clone()), may_retry) {
+                    Heard::Retry => return Err(Failure::Status),
+                    Heard::TooManyInterim => {
+                        return Err(Failure::Upstream(
+                            502,
+                            "too many informational (1xx) responses",
+                        ))
+                    }
+                    Heard::Interim => continue,
+                    Heard::Final => {}
+                }
+                let no_body = head_request || status == 204 || status == 304;
+                let head = response(status, fields);
+                match x.respond.send_response(head, no_body) {
+                    Ok(s) => break (status, s, no_body),
+                    Err(_) => return Err(Failure::Client(499)),
+                }
+            }
+            _ => {
+                return Err(Failure::Upstream(
+                    502,
+                    "an AJP message before the answer's head",
+                ))
+            }
+        }
+    };
+    let reuse = loop {
+        // Once the head is sent, the stream's sending half is what a reset ends.
+        let mut client = SendingWatch(&mut sending);
+        let range = match packets.next(&mut up, &mut x.buf, limits, &mut client).await {
+            Ok(r) => r,
+            Err(f) => {
+                warn!("cluster {}: the answer's body over AJP: {f:?}", router.name);
+                sending.send_reset(h2::Reason::INTERNAL_ERROR);
+                return Err(Failure::Client(status));
+            }
+        };
+        match ajp::response::parse(&x.buf[range]) {
+            Ok(Message::Body(data)) if !data.is_empty() && !ended => {
+                let data = Bytes::copy_from_slice(data);
+                if send::data(&mut sending, data, false, &ctx.limits, &h2.name)
+                    .await
+                    .is_err()
+                {
+                    return Err(Failure::Client(status));
+                }
+            }
+            Ok(Message::Body(_)) => {}
+            Ok(Message::End { reuse }) => break reuse,
+            Ok(Message::GetBody(_)) => {
+                x.out.clear();
+                x.out.extend_from_slice(&ajp::END_OF_BODY);
+                let _ = upstream::write_all(&mut up, &x.out, timeouts.read).await;
+            }
+            Ok(_) | Err(_) => {
+                warn!("cluster {}: a broken AJP answer body", router.name);
+                sending.send_reset(h2::Reason::INTERNAL_ERROR);
+                return Err(Failure::Client(status));
+            }
+        }
+    };
+    if !ended {
+        ended = sending.send_data(Bytes::new(), true).is_ok();
+    }
+    if reuse && ended && packets.clean() && sent == body.len() {
+        pool::put(key, up, h2.pool_size, timeouts.idle);
+    }
+    Ok(Relayed {
+        status,
+        client_keep: true,
+    })
+}
+
+/// The stream, once its head is sent, while the server works: gone when the client resets
+/// it.
+struct SendingWatch<'a>(&'a mut h2::SendStream<Bytes>);
+
+impl upstream::Watch for SendingWatch<'_> {
+    fn poll_gone(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        self.0.poll_reset(cx).map(|_| ())
+    }
+}
+
+/// The client's head from the server's: its status and fields, less those HTTP/2 has no
+/// place for and the `$WS*` fields.
+fn response(status: u16, fields: ajp::ResponseHeaders<'_>) -> http::Response<()> {
+    let mut response = http::Response::new(());
+    *response.status_mut() =
+        http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::BAD_GATEWAY);
+    let headers = response.headers_mut();
+    for (name, value) in fields {
+        let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+        if is(b"connection") || is(b"keep-alive") || is(b"transfer-encoding") || is(b"upgrade") {
+            continue;
+        }
+        if name.len() >= 3 && name[..3].eq_ignore_ascii_case(b"$ws") {
+            continue;
+        }
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(name),
+            http::HeaderValue::from_bytes(value),
+        ) {
+            headers.append(name, value);
+        }
+    }
+    response
+}
+
+/// The request as `FORWARD_REQUEST`, in `x.out` (cleared); `length`: the body's.
+fn forward(
+    x: &mut Exchange<'_>,
+    ctx: &RequestCtx,
+    settings: &Ajp,
+    length: usize,
+) -> Result<(), ajp::TooLarge> {
+    let router = ctx.router.as_ref().expect("a routed request");
+    let server = &router.servers()[ctx.server.expect("a routed request")].config;
+    let parts = x.parts;
+    let link = x.link;
+    let path = parts.uri.path().as_bytes();
+    let query = parts.uri.query().map(str::as_bytes);
+    let mut client = [0u8; 48];
+    let client = ctx
+        .client
+        .or(link.peer)
+        .map(|ip| write_on_stack(&mut client, ip));
+    let mut local = [0u8; 48];
+    let local_ip = link.local.map(|a| write_on_stack(&mut local, a.ip()));
+    let local_port = link.local.map_or(0, |a| a.port());
+    let host = match parts.headers.get(http::header::HOST) {
+        Some(h) => Some(h.as_bytes()),
+        None => parts.uri.authority().map(|a| a.as_str().as_bytes()),
+    };
+    let (server_name, server_port) = match host {
+        Some(h) => pipeline::host_and_port(h, local_port),
+        None => (local_ip.unwrap_or(b"localhost"), local_port),
+    };
+    let secure = link.tls.clone().map(|digest| Secure { digest });
+    let pem = secure.as_ref().and_then(Secure::client_cert_pem);
+    let conn_tls = secure.as_ref().and_then(Secure::conn);
+    let tls = secure.as_ref().map(|s| Tls {
+        cipher: s.cipher().as_bytes(),
+        session_id: conn_tls
+            .and_then(|t| t.session_id.as_deref())
+            .map(str::as_bytes),
+        key_size: conn_tls
+            .and_then(|t| t.cipher_bits)
+            .and_then(|b| u16::try_from(b).ok()),
+        protocol: s.digest.version.as_bytes(),
+        cert_pem: pem.as_deref().map(str::as_bytes),
+    });
+    let f = Forward {
+        method: parts.method.as_str().as_bytes(),
+        protocol: b"HTTP/2.0",
+        path,
+        query,
+        remote_addr: client.unwrap_or(b""),
+        remote_port: None,
+        local_addr: local_ip,
+        server_name,
+        server_port,
+        tls,
+        route: Some(server.route.as_bytes()),
+        secret: settings.secret.as_deref().map(str::as_bytes),
+    };
+    // The host as a field too, and the body's length when the client gave none: Tomcat
+    // reads a body over AJP by its length.
+    let authority = (!parts.headers.contains_key(http::header::HOST))
+        .then_some(host)
+        .flatten();
+    let mut digits = [0u8; 48];
+    let declared = parts.headers.contains_key(http::header::CONTENT_LENGTH);
+    let length = (length > 0 && !declared).then(|| &*write_on_stack(&mut digits, length));
+    let fields = || {
+        let own = parts.headers.iter().filter_map(|(name, value)| {
+            let name = name.as_str().as_bytes();
+            let hop = HOP.iter().any(|h| name == h.as_bytes());
+            let websphere = name.len() >= 3 && name[..3].eq_ignore_ascii_case(b"$ws");
+            (!hop && !websphere).then_some((name, value.as_bytes()))
+        });
+        let host = authority.map(|a| (&b"host"[..], a));
+        let length = length.map(|l| (&b"content-length"[..], l));
+        host.into_iter().chain(length).chain(own)
+    };
+    x.out.clear();
+    ajp::forward_request(&mut x.out, &f, fields, settings.packet_size)
+}
