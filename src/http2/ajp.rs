@@ -269,7 +269,7 @@ fn forward(
         .flatten();
     let mut digits = [0u8; 48];
     let declared = parts.headers.contains_key(http::header::CONTENT_LENGTH);
-    let length = (length > 0 && !declared).then(|| &*write_on_stack(&mut digits, length));
+    let length = (length > 0 && !declared).then(|| write_on_stack(&mut digits, length));
     let fields = || {
         let own = parts.headers.iter().filter_map(|(name, value)| {
             let name = name.as_str().as_bytes();
