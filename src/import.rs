@@ -7,6 +7,7 @@
 
 mod doc;
 mod jk;
+mod jk_ajp;
 mod jk_model;
 mod jk_mounts;
 mod jk_props;

@@ -91,11 +91,25 @@ fn mod_jk_workers_and_mounts_become_clusters_servers_and_routes() {
         Some(1000)
     );
 
-    // AJP ports are kept, and said.
-    assert!(yaml.contains(
-        "address: \"10.0.1.11:8009\"   # REVIEW: was AJP port 8009: point this at the Tomcat HTTP connector"
-    ));
-    assert!(yaml.contains("was AJP port 8109"));
+    // AJP workers stay AJP: their ports are kept, the cluster speaks AJP with the packet
+    // size of its workers, and the secret is said, not copied.
+    assert!(yaml.contains("address: \"10.0.1.11:8009\"   # AJP port 8009 (the cluster's `ajp:`)"));
+    let shop = doc["clusters"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"].as_str() == Some("shop"))
+        .unwrap();
+    assert_eq!(shop["ajp"]["packet_size"].as_u64(), Some(16384));
+    assert!(shop["ajp"]["secret_file"].is_null());
+    assert!(
+        yaml.contains("worker.shop1.secret is set: write it to a file"),
+        "{yaml}"
+    );
+    assert!(
+        !yaml.contains("s3cret"),
+        "the secret is not copied into the YAML"
+    );
 
     // One listener, `web`, with the mounts as routes and no default cluster.
     let listeners = doc["listeners"].as_sequence().unwrap();
@@ -171,6 +185,17 @@ fn mod_jk_settings_without_an_equivalent_are_named_in_comments() {
                 )
             }
             ["worker", "legacy" | "jkstatus", _] => {}
+            // A secret is said, not copied into the YAML.
+            ["worker", _, "secret"] => {
+                assert!(
+                    notes.contains(".secret is set: write it to a file"),
+                    "{notes}"
+                );
+                assert!(
+                    !notes.contains(value),
+                    "the secret's value is not in the YAML"
+                );
+            }
             ["worker", w, d] if !structural.contains(d) => {
                 let direct = format!("worker.{w}.{d}={value}");
                 let inherited = format!(".{d}={value} (from worker.{w})");
@@ -184,7 +209,7 @@ fn mod_jk_settings_without_an_equivalent_are_named_in_comments() {
     }
     for needle in [
         "worker.shop.lock=P: tether shares no memory",
-        "worker.shop1.secret=s3cret (from worker.tomcat_tpl)",
+        "worker.shop1.secret is set",
         "-404 (a 503 without marking the server down) has no tether equivalent",
         "worker.intranet.method=Session",
         "status worker `jkstatus`",
@@ -240,6 +265,10 @@ worker.balancer.balance_workers=tc
     assert_eq!(
         doc["clusters"][0]["servers"][0]["address"].as_str(),
         Some("127.0.0.1:8009")
+    );
+    assert!(
+        doc["clusters"][0]["ajp"].is_mapping(),
+        "ajp13 workers: an AJP cluster"
     );
     assert_eq!(
         doc["clusters"][1]["name"].as_str(),

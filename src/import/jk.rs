@@ -285,6 +285,14 @@ fn balancer(
     settings::backups(&mut servers);
     settings::redirects(&mut servers);
     c.servers = servers.into_iter().map(|s| s.item).collect();
+    let members: Vec<_> = names
+        .iter()
+        .map(|m| (m.as_str(), w.worker(m), kind(w.worker(m))))
+        .filter(|m| m.2 != "lb" && m.2 != "status")
+        .collect();
+    if let Some(ajp) = super::jk_ajp::section(&members, &mut c.item.notes) {
+        c.sections.push(("ajp", ajp));
+    }
     timeouts.apply(&mut c);
     Ok(c)
 }
@@ -315,6 +323,9 @@ fn single(w: &Workers, name: &str, file: &str) -> Result<Cluster, ImportError> {
     }
     let (sname, _) = Namer::default().name(name);
     c.servers = vec![server(name, mw, &sname, &kind(mw), file)?.item];
+    if let Some(ajp) = super::jk_ajp::section(&[(name, mw, kind(mw))], &mut c.item.notes) {
+        c.sections.push(("ajp", ajp));
+    }
     timeouts.apply(&mut c);
     Ok(c)
 }
@@ -352,7 +363,7 @@ fn server(
         ImportError::at(file, line, format!("worker `{raw}`: {m}"))
     })?;
     let note = if ajp {
-        format!("REVIEW: was AJP port {port}: point this at the Tomcat HTTP connector")
+        format!("AJP port {port} (the cluster's `ajp:`)")
     } else {
         format!("REVIEW: was port {port} of a {kind} worker")
     };

@@ -16,6 +16,9 @@ pub const CLUSTER_LEVEL: &[&str] = &[
     "ping_mode",
     "ping_timeout",
     "connection_ping_interval",
+    // The cluster's `ajp:` (`jk_ajp.rs`).
+    "secret",
+    "max_packet_size",
 ];
 
 /// Load balancer directives mapped here or elsewhere (members, mounts).
@@ -37,8 +40,6 @@ const LB: &[&str] = &[
 /// Why a directive has no field, when there is more to say than that.
 pub fn no_equivalent(directive: &str) -> String {
     let why = match directive {
-        "secret" => "the AJP connector's secret; the HTTP connector has none",
-        "max_packet_size" => "an AJP packet size; HTTP has none",
         "connection_pool_size" | "connection_pool_minsize" | "cachesize" => {
             "tether's connection pool is server.upstream_keepalive_pool_size, for all servers"
         }
