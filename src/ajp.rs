@@ -8,5 +8,7 @@ pub mod request;
 pub mod response;
 
 pub use packet::{Malformed, TooLarge, DEFAULT_PACKET_SIZE, MAX_PACKET_SIZE};
-pub use request::{body_packet, cping, forward_request, Forward, Tls, END_OF_BODY};
+pub use request::{
+    body_packet, body_packet_header, cping, forward_request, Forward, Tls, END_OF_BODY,
+};
 pub use response::{Message, ResponseHeaders};

@@ -110,6 +110,29 @@ async fn real_tomcats_over_ajp_see_the_client_and_keep_their_sessions() {
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(lines(&r.body)["body"], format!("{}/{sum}", body.len()));
 
+    // A body larger than request_buffer streams from the client as Tomcat asks for it,
+    // and a chunked one arrives de-chunked.
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 241) as u8).collect();
+    let sum: u64 = big.iter().map(|&b| u64::from(b)).sum();
+    let r = client
+        .request("POST", "/echo.jsp", &[], &big)
+        .await
+        .unwrap();
+    assert_eq!(lines(&r.body)["body"], format!("{}/{sum}", big.len()));
+    let file = dir.join("big.bin");
+    std::fs::write(&file, &big).unwrap();
+    let out = Command::new("curl")
+        .args(["-s", "--max-time", "10", "-H", "Transfer-Encoding: chunked"])
+        .args(["--data-binary", &format!("@{}", file.display())])
+        .arg(format!("http://{}/echo.jsp", t.addr))
+        .output()
+        .expect("curl");
+    assert_eq!(
+        lines(&out.stdout)["body"],
+        format!("{}/{sum}", big.len()),
+        "chunked"
+    );
+
     // Sessions: each new one on an instance, then every request of it on that instance
     // (the route after the id's `.`, Tomcat's own jvmRoute).
     let mut seen = HashMap::new();

@@ -223,6 +223,14 @@ pub fn body_packet(out: &mut Vec<u8>, data: &[u8], max: usize) -> Result<(), Too
     w.finish()
 }
 
+/// The 6 bytes before `len` bytes of body data in a body packet (for data sent from a
+/// buffer of its own).
+pub fn body_packet_header(len: u16) -> [u8; 6] {
+    let [p1, p2] = (len + 2).to_be_bytes();
+    let [l1, l2] = len.to_be_bytes();
+    [0x12, 0x34, p1, p2, l1, l2]
+}
+
 /// The CPing packet.
 pub fn cping(out: &mut Vec<u8>) {
     out.extend_from_slice(&[0x12, 0x34, 0, 1, CPING]);
@@ -390,6 +398,7 @@ mod tests {
         body_packet(&mut out, b"hello", DEFAULT_PACKET_SIZE).unwrap();
         assert_eq!(out, [0x12, 0x34, 0, 7, 0, 5, b'h', b'e', b'l', b'l', b'o']);
         assert!(body_packet(&mut out, &[0; 8190], DEFAULT_PACKET_SIZE).is_err());
+        assert_eq!(body_packet_header(5), [0x12, 0x34, 0, 7, 0, 5]);
         assert_eq!(END_OF_BODY, [0x12, 0x34, 0, 0]);
     }
 }

@@ -5,8 +5,9 @@
 //! then the answer's head written for the client as HTTP/1.1 and its body relayed, framed
 //! by its `Content-Length` or chunked.
 //!
-//! Not taken over AJP yet, and refused with a status that says so: a body the engine has
-//! not read whole before the try (larger than `request_buffer`, or chunked) and upgrades.
+//! A body larger than `request_buffer`, or chunked, is read from the client as the server
+//! asks for it (de-chunked: AJP carries data), and then the request is not sent again.
+//! Upgrades are not carried over AJP (501).
 
 use super::answer;
 use super::conn::{to_client, Conn};
@@ -35,10 +36,6 @@ const HOP: [&str; 9] = [
     "expect",
 ];
 
-const NOT_WHOLE: Refusal = Refusal {
-    status: 413,
-    why: "413 Request Entity Too Large: a body larger than request_buffer, or chunked, is not sent over AJP yet\n",
-};
 const NO_UPGRADE: Refusal = Refusal {
     status: 501,
     why: "501 Not Implemented: upgrades are not carried over AJP\n",
@@ -59,9 +56,6 @@ pub(super) async fn attempt(
     if req.upgrade {
         return Err(Failure::Body(Stop::Refused(NO_UPGRADE)));
     }
-    if req.upload.body == Body::Chunked || !req.upload.is_done() {
-        return Err(Failure::Body(Stop::Refused(NOT_WHOLE)));
-    }
     let router = ctx.router.clone().expect("a routed request");
     let timeouts = router.timeouts();
     let max = settings.packet_size;
@@ -70,11 +64,13 @@ pub(super) async fn attempt(
         Err(new) => upstream::connect(connector, ctx, new).await?,
     };
     let (mut up, reused, key) = (connected.stream, connected.reused, connected.key);
-    let body_start = c.head.len;
-    let body_len = match req.upload.body {
-        Body::Length(n) => n as usize,
-        _ => 0,
+    // The body's first part: in the read buffer, or (chunked) its data decoded once.
+    let decoded = match req.upload.body {
+        Body::Chunked => Some(req.upload.first_data(&c.buf).into_owned()),
+        _ => None,
     };
+    let part = c.head.len..req.upload.used();
+    let first_len = decoded.as_ref().map_or(part.len(), Vec::len);
     if forward(c, ctx, req, settings).is_err() {
         warn!(
             "cluster {}: a request head does not fit the AJP packet size ({max} bytes): 431",
@@ -83,12 +79,13 @@ pub(super) async fn attempt(
         return Err(Failure::Body(Stop::Refused(HEAD_TOO_LARGE)));
     }
     // The first body packet goes with the request; the rest when the server asks.
-    let mut sent = 0;
-    if body_len > 0 {
-        let first = body_len.min(max - 6);
-        let data = &c.buf[body_start..body_start + first];
+    let mut sent = first_len.min(max - 6);
+    if sent > 0 {
+        let data = match &decoded {
+            Some(d) => &d[..sent],
+            None => &c.buf[part.start..part.start + sent],
+        };
         let _ = ajp::body_packet(&mut c.out, data, max);
-        sent = first;
     }
     if let Err(e) = upstream::write_all(&mut up, &c.out, timeouts.read).await {
         if reused {
@@ -109,27 +106,59 @@ pub(super) async fn attempt(
                 up_buf,
                 ..
             } = &mut *c;
+            // While the body is still the client's to send, its bytes are the body's, not
+            // a next request to read ahead: the client is not read then.
+            let buf: &mut [u8] = match req.upload.is_done() {
+                true => buf,
+                false => &mut [],
+            };
             let mut client = super::exchange::Watched { stream, buf, end };
-            packets.next(&mut up, up_buf, limits, &mut client).await?
+            match packets.next(&mut up, up_buf, limits, &mut client).await {
+                // Once the body streamed, nothing is sent again.
+                Err(Failure::Stale) if req.upload.streamed() => {
+                    return Err(Failure::Upstream(502, "the server closed the connection"))
+                }
+                r => r?,
+            }
         };
         let message =
             ajp::response::parse(&c.up_buf[range]).map_err(|m| Failure::Upstream(502, m.0))?;
         match message {
             Message::GetBody(n) => {
-                let want = usize::from(n).min(max - 6).min(body_len - sent);
-                let data = &c.buf[body_start + sent..body_start + sent + want];
-                c.out.clear();
-                let _ = ajp::body_packet(&mut c.out, data, max);
-                sent += want;
-                if upstream::write_all(&mut up, &c.out, timeouts.read)
-                    .await
-                    .is_err()
-                {
+                let want = usize::from(n).min(max - 6);
+                let wrote = if sent < first_len {
+                    let k = want.min(first_len - sent);
+                    let data = match &decoded {
+                        Some(d) => &d[sent..sent + k],
+                        None => &c.buf[part.start + sent..part.start + sent + k],
+                    };
+                    c.out.clear();
+                    let _ = ajp::body_packet(&mut c.out, data, max);
+                    sent += k;
+                    upstream::write_all(&mut up, &c.out, timeouts.read).await
+                } else if !req.upload.is_done() {
+                    // The rest streams from the client as the server asks for it.
+                    let since = ctx.start;
+                    let more = req.upload.more(c, want, &req.limits, since).await;
+                    more.map_err(Failure::Body)?;
+                    let len = c.out.len() as u16;
+                    let header = ajp::body_packet_header(len);
+                    match upstream::write_all(&mut up, &header, timeouts.read).await {
+                        Ok(()) if len > 0 => {
+                            upstream::write_all(&mut up, &c.out, timeouts.read).await
+                        }
+                        r => r,
+                    }
+                } else {
+                    upstream::write_all(&mut up, &ajp::END_OF_BODY, timeouts.read).await
+                };
+                if wrote.is_err() {
                     return Err(Failure::Upstream(502, "writing the request body failed"));
                 }
             }
             Message::Headers { status, fields, .. } => {
-                let may_retry = || super::exchange::idempotent(c);
+                let streamed = req.upload.streamed();
+                let may_retry = || !streamed && super::exchange::idempotent(c);
                 match pipeline::heard(ctx, status, &AjpFields(fields.clone()), may_retry) {
                     Heard::Retry => return Err(Failure::Status),
                     Heard::TooManyInterim => {
@@ -250,7 +279,7 @@ pub(super) async fn attempt(
     {
         return Err(Failure::Client(status));
     }
-    if reuse && packets.clean() && sent == body_len {
+    if reuse && packets.clean() && req.upload.is_done() {
         pool::put(key, up, req.pool_size, timeouts.idle);
     }
     Ok(Relayed {

@@ -250,6 +250,103 @@ impl Upload {
         Ok(Sent::Done)
     }
 
+    /// The body's next bytes after the first part, for a server that asks for them (AJP):
+    /// up to `want` bytes of data (de-chunked) read from the client at the listener's body
+    /// rate, into `c.out` (cleared; empty at the body's end). The first part's room in the
+    /// read buffer takes the reads: the request cannot be sent again from here on.
+    pub async fn more(
+        &mut self,
+        c: &mut Conn,
+        want: usize,
+        limits: &ListenerLimits,
+        since: Instant,
+    ) -> Result<(), Stop> {
+        let start = self.start;
+        if !self.streamed {
+            self.streamed = true;
+            c.end = start;
+            self.end = start;
+        }
+        let want = want.clamp(1, STREAM_READ);
+        if c.buf.len() < start + want {
+            c.buf.resize(start + want, 0);
+        }
+        c.out.clear();
+        while c.out.is_empty() && !self.done {
+            let wait = self.time_left(limits, since)?;
+            let room = match self.body {
+                Body::Length(_) => (want as u64).min(self.left) as usize,
+                _ => want,
+            };
+            let read =
+                crate::poll_time::timeout(wait, c.stream.read(&mut c.buf[start..start + room]));
+            let n = match read.await {
+                Ok(Ok(n)) if n > 0 => n,
+                Ok(Err(e)) if e.kind() == ErrorKind::TimedOut => return Err(Stop::TooSlow),
+                Ok(_) => return Err(Stop::Closed),
+                Err(_) => return Err(Stop::TooSlow),
+            };
+            self.received += n as u64;
+            c.end = start + n;
+            match self.body {
+                Body::Chunked => self.dechunk(c).map_err(Stop::Refused)?,
+                _ => {
+                    self.left -= n as u64;
+                    self.done = self.left == 0;
+                    c.out.extend_from_slice(&c.buf[start..start + n]);
+                    c.end = start;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes the chunked bytes just read (`buf[start..end]`) into their data in `out`;
+    /// what follows the body's end (a pipelined request) moves to `start`.
+    fn dechunk(&mut self, c: &mut Conn) -> Result<(), Refusal> {
+        let start = self.start;
+        let mut pos = start;
+        while pos < c.end && !self.done {
+            let (used, event) = self.decoder.next(&c.buf[pos..c.end])?;
+            if let Event::Data { start: s, end: e } = event {
+                c.out.extend_from_slice(&c.buf[pos + s..pos + e]);
+            }
+            pos += used;
+            self.done = event == Event::End;
+        }
+        if self.done {
+            c.buf.copy_within(pos..c.end, start);
+            c.end = start + (c.end - pos);
+        } else {
+            c.end = start;
+        }
+        Ok(())
+    }
+
+    /// The first part's data (de-chunked), for a server that takes data, not HTTP's
+    /// framing (AJP).
+    pub fn first_data<'b>(&self, buf: &'b [u8]) -> std::borrow::Cow<'b, [u8]> {
+        let part = &buf[self.start..self.end];
+        match self.body {
+            Body::Chunked => {
+                let mut data = Vec::new();
+                let mut decoder = Decoder::default();
+                let mut rest = part;
+                while let Ok((used, event)) = decoder.next(rest) {
+                    if let Event::Data { start, end } = event {
+                        data.extend_from_slice(&rest[start..end]);
+                    }
+                    rest = &rest[used..];
+                    if event == Event::End || rest.is_empty() {
+                        break;
+                    }
+                }
+                std::borrow::Cow::Owned(data)
+            }
+            _ => std::borrow::Cow::Borrowed(part),
+        }
+    }
+
     /// Decodes the chunked bytes just read (`buf[start..end]`) into chunks of tether's in
     /// `out`; what follows the body's end (a pipelined request) moves to `start`.
     fn rechunk(&mut self, c: &mut Conn) -> Result<(), Refusal> {
