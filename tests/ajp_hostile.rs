@@ -1,0 +1,168 @@
+//! AJP servers that break the protocol, simulated: a wrong magic, a head whose field count
+//! lies, a length past the packet size, a connection cut in the body. Each request fails
+//! with 502 (or its answer is cut when it had begun), tether does not panic, and the
+//! connections are reused exactly when `END_RESPONSE` allows.
+
+mod common;
+
+use common::{Opts, Tether};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// A packet from the server: `AB`, the length, the payload.
+fn packet(payload: &[u8]) -> Vec<u8> {
+    let mut p = b"AB".to_vec();
+    p.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+    p.extend_from_slice(payload);
+    p
+}
+
+/// A well-formed answer: 200, `Content-Length`, the body, END_RESPONSE with `reuse`.
+fn answer(body: &[u8], reuse: bool) -> Vec<u8> {
+    let mut head = vec![4, 0, 200, 0, 2, b'O', b'K', 0, 0, 1, 0xA0, 0x03];
+    let len = body.len().to_string();
+    head.extend_from_slice(&(len.len() as u16).to_be_bytes());
+    head.extend_from_slice(len.as_bytes());
+    head.push(0);
+    let mut out = packet(&head);
+    let mut chunk = vec![3];
+    chunk.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    chunk.extend_from_slice(body);
+    chunk.push(0);
+    out.extend(packet(&chunk));
+    out.extend(packet(&[5, u8::from(reuse)]));
+    out
+}
+
+/// Reads one request packet (the FORWARD_REQUEST of a body-less GET).
+async fn read_packet(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut head = [0u8; 4];
+    s.read_exact(&mut head).await.ok()?;
+    assert_eq!(
+        &head[..2],
+        &[0x12, 0x34],
+        "tether's packets start 0x12 0x34"
+    );
+    let len = usize::from(u16::from_be_bytes([head[2], head[3]]));
+    let mut payload = vec![0; len];
+    s.read_exact(&mut payload).await.ok()?;
+    Some(payload)
+}
+
+/// What a server answers to its `n`th request.
+type Reply = fn(usize) -> Vec<u8>;
+
+/// A server that answers every request on a connection with `reply(n)` (n counts the
+/// requests it got), and counts its connections; with `close`, it closes the connection
+/// after its first answer.
+async fn server(reply: Reply, close: bool) -> (SocketAddr, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (conns, requests) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (c, r) = (conns.clone(), requests.clone());
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            c.fetch_add(1, Ordering::SeqCst);
+            let r = r.clone();
+            tokio::spawn(async move {
+                while let Some(payload) = read_packet(&mut s).await {
+                    assert_eq!(payload[0], 2, "a FORWARD_REQUEST");
+                    let n = r.fetch_add(1, Ordering::SeqCst);
+                    if s.write_all(&reply(n)).await.is_err() || close {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, conns, requests)
+}
+
+fn tether(server: SocketAddr) -> Tether {
+    Tether::start_with(Opts {
+        cluster: format!(
+            "    max_attempts: 1\n    ajp: {{}}\n    servers:\n      - {{ name: s1, address: \"{server}\" }}\n"
+        ),
+        listener_extra: "    http1: engine\n".into(),
+        ..Opts::default()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_answers_fail_the_request_and_nothing_panics() {
+    let cases: [(&str, Reply); 4] = [
+        ("a wrong magic", |_| b"XY\x00\x02\x05\x01".to_vec()),
+        ("a field count that lies", |_| {
+            packet(&[4, 0, 200, 0xFF, 0xFF, 0, 3, 0xA0, 0x01, 0, 1, b'x', 0])
+        }),
+        ("a length past the packet size", |_| {
+            let mut p = b"AB\xFF\xF0".to_vec();
+            p.extend(vec![4; 100]);
+            p
+        }),
+        ("an unknown message type", |_| packet(&[42])),
+    ];
+    for (what, reply) in cases {
+        let (addr, _, _) = server(reply, false).await;
+        let mut t = tether(addr);
+        let r = t.client().get("/x", &[]).await.unwrap();
+        assert_eq!(r.status, 502, "{what}");
+        assert!(t.alive(), "{what}: tether runs on");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_cut_in_its_body_ends_the_clients_connection() {
+    let (addr, _, _) = server(
+        |_| {
+            let mut out = answer(b"0123456789", true);
+            // The head and half the body chunk, then the server is gone.
+            out.truncate(30);
+            out
+        },
+        true,
+    )
+    .await;
+    let mut t = tether(addr);
+    let r = t.client().get("/x", &[]).await;
+    if let Ok(r) = r {
+        assert_ne!(
+            r.body, b"0123456789",
+            "a cut body is not passed off as whole"
+        );
+    }
+    assert!(t.alive());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_is_reused_exactly_when_end_response_allows_it() {
+    let (addr, conns, requests) = server(|_| answer(b"kept", true), false).await;
+    let t = tether(addr);
+    let mut client = t.client();
+    for _ in 0..5 {
+        let r = client.get("/x", &[]).await.unwrap();
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"kept"[..]));
+    }
+    assert_eq!(requests.load(Ordering::SeqCst), 5);
+    assert_eq!(
+        conns.load(Ordering::SeqCst),
+        1,
+        "reuse: 1 was said each time"
+    );
+
+    let (addr, conns, _) = server(|_| answer(b"closed", false), false).await;
+    let t = tether(addr);
+    let mut client = t.client();
+    for _ in 0..3 {
+        let r = client.get("/x", &[]).await.unwrap();
+        assert_eq!(r.status, 200);
+    }
+    assert_eq!(
+        conns.load(Ordering::SeqCst),
+        3,
+        "reuse: 0, a new connection each time"
+    );
+}
