@@ -57,7 +57,7 @@ fn tether_over_ajp(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_tomcats_over_ajp_see_the_client_and_keep_their_sessions() {
     let dir = scratch_dir("ajp");
-    let Some(tomcats) = RealTomcat::start_all(&dir, &["tc1", "tc2"]) else {
+    let Some(mut tomcats) = RealTomcat::start_all(&dir, &["tc1", "tc2"]) else {
         println!("skipped: tomcat10 not installed");
         return;
     };
@@ -206,6 +206,25 @@ async fn real_tomcats_over_ajp_see_the_client_and_keep_their_sessions() {
         assert_ne!(page["keysize"], "null", "{page:?}");
         assert!(page["cert"].contains("CN=client one"), "{page:?}");
         assert_eq!(page["body"], format!("30000/{}", 30_000 * 7));
+    }
+
+    // A killed instance: its sessions fail over to the other one, which starts them anew,
+    // and no client sees an error (mod_jk's failover, over AJP).
+    let mut on_tc1 = Vec::new();
+    while on_tc1.len() < 3 {
+        let page = lines(&t.client().get("/", &[]).await.unwrap().body);
+        if page["jvmRoute"] == "tc1" {
+            on_tc1.push(page["session"].clone());
+        }
+    }
+    tomcats[0].kill();
+    for session in on_tc1 {
+        let cookie = format!("JSESSIONID={session}");
+        let r = t.client().get("/", &[("Cookie", &cookie)]).await.unwrap();
+        assert_eq!(r.status, 200, "failed over without an error");
+        let page = lines(&r.body);
+        assert_eq!(page["jvmRoute"], "tc2");
+        assert_eq!(page["new"], "true", "a new session on the survivor");
     }
     drop(tomcats);
     let _ = std::fs::remove_dir_all(&dir);
