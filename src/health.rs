@@ -1,10 +1,13 @@
-//! Active health checks (DESIGN section 4): TCP or HTTP checks from `pingora-load-balancing`
+//! Active health checks (DESIGN section 4): TCP or HTTP checks from `pingora-load-balancing`,
+//! or an AJP CPing (`health/cping.rs`),
 //! run by one background service, with rise/fall thresholds, feeding each server's health.
 //!
 //! The service reads the current routing snapshot every tick, so servers added or removed
 //! by a reload are checked (or dropped) without restarting anything. Each server is checked
 //! when its interval is due; all due checks of a tick run concurrently, each bounded by the
 //! cluster's timeout. A transition is logged once, when it happens.
+
+mod cping;
 
 use crate::config::{HealthCheck, HealthCheckKind};
 use crate::routing::{now_ms, Health, ServerSlot};
@@ -99,6 +102,9 @@ fn probe(hc: &HealthCheck, server: &ServerSlot) -> Box<dyn Probe + Send + Sync> 
             }));
             Box::new(check)
         }
+        HealthCheckKind::Cping => Box::new(cping::CpingCheck {
+            timeout: hc.timeout,
+        }),
     }
 }
 

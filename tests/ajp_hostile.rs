@@ -166,3 +166,48 @@ async fn a_connection_is_reused_exactly_when_end_response_allows_it() {
         "reuse: 0, a new connection each time"
     );
 }
+
+/// A server that answers a CPing with a CPong when `answers`, or reads it and says nothing
+/// (a Tomcat whose threads are all stuck, or stopped with SIGSTOP).
+async fn pinged(answers: bool) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                while let Some(payload) = read_packet(&mut s).await {
+                    if payload == [10] && answers {
+                        let _ = s.write_all(&packet(&[9])).await;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cping_health_check_marks_down_a_server_that_gives_no_cpong() {
+    let (alive, stuck) = (pinged(true).await, pinged(false).await);
+    let t = Tether::start_with(Opts {
+        cluster: format!(
+            "    ajp: {{}}\n    health_check: {{ kind: cping, interval: 300ms, timeout: 200ms, rise: 1, fall: 2 }}\n    servers:\n\
+             \x20     - {{ name: alive, address: \"{alive}\" }}\n      - {{ name: stuck, address: \"{stuck}\" }}\n"
+        ),
+        listener_extra: "    http1: engine\n".into(),
+        log: Some("info"),
+        ..Opts::default()
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !t.log().contains("server stuck: health check failed")
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let log = t.log();
+    assert!(
+        log.contains("server stuck: health check failed 2 times"),
+        "{log}"
+    );
+    assert!(!log.contains("server alive: health check failed"), "{log}");
+}

@@ -51,7 +51,11 @@ fn mod_jk_workers_and_mounts_become_clusters_servers_and_routes() {
         "largest member reply_timeout"
     );
     assert_eq!(shop["idle_timeout"].as_str(), Some("10m"));
-    assert_eq!(shop["health_check"]["kind"].as_str(), Some("tcp"));
+    assert_eq!(
+        shop["health_check"]["kind"].as_str(),
+        Some("cping"),
+        "ping_mode of AJP workers: a CPing"
+    );
     assert_eq!(shop["health_check"]["timeout"].as_str(), Some("2s"));
 
     let servers = &shop["servers"];

@@ -99,6 +99,8 @@ pub enum HealthCheckKind {
     Tcp,
     /// An HTTP GET whose status must be in `expect`.
     Http,
+    /// An AJP CPing answered by a CPong (mod_jk's `ping_mode`).
+    Cping,
 }
 
 /// Active health checks of a cluster (JServ watchdog, HAProxy `check`).

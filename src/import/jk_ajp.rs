@@ -44,11 +44,5 @@ pub fn section(
              The secret is not copied here"
         ));
     }
-    if let Some((name, p)) = first("ping_mode") {
-        item.note(format!(
-            "{}: tether sends no CPing yet; a server's health is its answers and health_check",
-            said(name, p)
-        ));
-    }
     Some(item)
 }

@@ -401,11 +401,27 @@ impl Timeouts {
             .any(|(m, _)| m.contains('I') || m.contains('A'));
         if interval_mode || self.ping_interval.is_some() {
             let mut h = Item::default();
-            h.note(format!(
-                "from {}: mod_jk probes with AJP CPing/CPong; this is a TCP connect check (kind: http with a path checks the application)",
-                self.ping.iter().map(|p| &p.1).chain(self.ping_interval.iter().map(|p| &p.1)).cloned().collect::<Vec<_>>().join("; ")
-            ));
-            h.set("kind", Value::Str("tcp".into()), None);
+            let from = self
+                .ping
+                .iter()
+                .map(|p| &p.1)
+                .chain(self.ping_interval.iter().map(|p| &p.1))
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; ");
+            // The cluster speaks AJP when its `ajp:` was made before this (`jk.rs`).
+            let ajp = c.sections.iter().any(|(k, _)| *k == "ajp");
+            if ajp {
+                h.note(format!(
+                    "from {from}: an AJP CPing answered by a CPong, as mod_jk's"
+                ));
+                h.set("kind", Value::Str("cping".into()), None);
+            } else {
+                h.note(format!(
+                    "from {from}: mod_jk probes with AJP CPing/CPong; this is a TCP connect check (kind: http with a path checks the application)"
+                ));
+                h.set("kind", Value::Str("tcp".into()), None);
+            }
             let interval = self
                 .ping_interval
                 .as_ref()
