@@ -132,7 +132,9 @@ fn a_kept_alive_tls_connection_costs_no_allocation_per_request() {
 /// none after the warm-up allocated on the engine's thread.
 fn serve_and_count(tls: bool) {
     let backend = server();
-    let dir = std::env::temp_dir().join(format!("tether-engine-alloc-{}", std::process::id()));
+    // One directory per test: the two tests run at once, each with a certificate of its own.
+    let dir =
+        std::env::temp_dir().join(format!("tether-engine-alloc-{}-{tls}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
     std::fs::write(dir.join("cert.pem"), cert.cert.pem()).unwrap();

@@ -190,8 +190,7 @@ pub struct Opts {
     pub extra_listeners: String,
     /// Leave out `web`'s default cluster (its routes decide).
     pub no_default_cluster: bool,
-    /// `server.grace_period_seconds`: how long a graceful stop waits for open connections
-    /// (default 0: it ends at once).
+    /// `server.grace_period_seconds` (0: a graceful stop ends at once).
     pub grace: u64,
 }
 
