@@ -207,6 +207,32 @@ async fn real_tomcats_over_ajp_see_the_client_and_keep_their_sessions() {
         assert!(page["cert"].contains("CN=client one"), "{page:?}");
         assert_eq!(page["body"], format!("30000/{}", 30_000 * 7));
     }
+    // Over HTTP/2 too, a body larger than request_buffer streams as Tomcat asks for it.
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "--max-time",
+            "10",
+            "--cacert",
+            &pki.path("ca.pem"),
+            "--http2",
+        ])
+        .args([
+            "--resolve",
+            &format!("a.test:{}:127.0.0.1", secure.addr.port()),
+        ])
+        .args([
+            "--data-binary",
+            &format!("@{}", dir.join("big.bin").display()),
+        ])
+        .arg(format!("https://a.test:{}/echo.jsp", secure.addr.port()))
+        .output()
+        .expect("curl");
+    assert_eq!(
+        lines(&out.stdout)["body"],
+        format!("{}/{sum}", big.len()),
+        "HTTP/2"
+    );
 
     // A killed instance: its sessions fail over to the other one, which starts them anew,
     // and no client sees an error (mod_jk's failover, over AJP).

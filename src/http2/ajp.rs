@@ -1,8 +1,8 @@
 //! One try of an HTTP/2 stream's request to a server that speaks AJP/1.3: the request as
 //! `FORWARD_REQUEST` (`protocol` `HTTP/2.0`; the host from `:authority`), the body in
 //! packets as the server asks, then the answer's head and body sent on the stream within
-//! the client's window. A body not read whole before the try is refused (413), as on the
-//! engine.
+//! the client's window. A body larger than what was read before the try streams from the
+//! client as the server asks for it, and the request is not sent again after that.
 
 use super::exchange::{Exchange, ResetWatch};
 use super::{send, Http2};
@@ -26,11 +26,6 @@ const HOP: [&str; 6] = [
     "expect",
 ];
 
-const NOT_WHOLE: Refusal = Refusal {
-    status: 413,
-    why:
-        "413 Request Entity Too Large: a body larger than request_buffer is not sent over AJP yet\n",
-};
 const HEAD_TOO_LARGE: Refusal = Refusal {
     status: 431,
     why: "431 Request Header Fields Too Large: the request does not fit the AJP packet size\n",
@@ -42,9 +37,6 @@ pub(super) async fn attempt(
     ctx: &mut RequestCtx,
     settings: &Ajp,
 ) -> Result<Relayed, Failure> {
-    let Some(body) = x.upload.whole().map(<[u8]>::to_vec) else {
-        return Err(Failure::Body(Stop::Refused(NOT_WHOLE)));
-    };
     let router = ctx.router.clone().expect("a routed request");
     let timeouts = router.timeouts();
     let max = settings.packet_size;
@@ -53,16 +45,19 @@ pub(super) async fn attempt(
         Err(new) => upstream::connect(&h2.connector, ctx, new).await?,
     };
     let (mut up, reused, key) = (connected.stream, connected.reused, connected.key);
-    if forward(x, ctx, settings, body.len()).is_err() {
+    let first_len = x.upload.first().len();
+    // The body's length for Tomcat, when it is known.
+    let whole = x.upload.is_done().then_some(first_len);
+    if forward(x, ctx, settings, whole).is_err() {
         warn!(
             "cluster {}: a request head does not fit the AJP packet size ({max} bytes): 431",
             router.name
         );
         return Err(Failure::Body(Stop::Refused(HEAD_TOO_LARGE)));
     }
-    let mut sent = body.len().min(max - 6);
+    let mut sent = first_len.min(max - 6);
     if sent > 0 {
-        let _ = ajp::body_packet(&mut x.out, &body[..sent], max);
+        let _ = ajp::body_packet(&mut x.out, &x.upload.first()[..sent], max);
     }
     if let Err(e) = upstream::write_all(&mut up, &x.out, timeouts.read).await {
         if reused {
@@ -83,14 +78,27 @@ pub(super) async fn attempt(
             ajp::response::parse(&x.buf[range]).map_err(|m| Failure::Upstream(502, m.0))?;
         match message {
             Message::GetBody(n) => {
-                let want = usize::from(n).min(max - 6).min(body.len() - sent);
-                x.out.clear();
-                let _ = ajp::body_packet(&mut x.out, &body[sent..sent + want], max);
-                sent += want;
-                if upstream::write_all(&mut up, &x.out, timeouts.read)
-                    .await
-                    .is_err()
-                {
+                let want = usize::from(n).min(max - 6);
+                let wrote = if sent < first_len {
+                    let k = want.min(first_len - sent);
+                    x.out.clear();
+                    let data = &x.upload.first()[sent..sent + k];
+                    let _ = ajp::body_packet(&mut x.out, data, max);
+                    sent += k;
+                    upstream::write_all(&mut up, &x.out, timeouts.read).await
+                } else {
+                    // The rest streams from the client as the server asks for it.
+                    let more = x.upload.more(want, &ctx.limits, ctx.start, &mut x.out);
+                    more.await.map_err(Failure::Body)?;
+                    let header = ajp::body_packet_header(x.out.len() as u16);
+                    match upstream::write_all(&mut up, &header, timeouts.read).await {
+                        Ok(()) if !x.out.is_empty() => {
+                            upstream::write_all(&mut up, &x.out, timeouts.read).await
+                        }
+                        r => r,
+                    }
+                };
+                if wrote.is_err() {
                     return Err(Failure::Upstream(502, "writing the request body failed"));
                 }
             }
@@ -161,7 +169,7 @@ pub(super) async fn attempt(
     if !ended {
         ended = sending.send_data(Bytes::new(), true).is_ok();
     }
-    if reuse && ended && packets.clean() && sent == body.len() {
+    if reuse && ended && packets.clean() && x.upload.is_done() {
         pool::put(key, up, h2.pool_size, timeouts.idle);
     }
     Ok(Relayed {
@@ -205,12 +213,13 @@ fn response(status: u16, fields: ajp::ResponseHeaders<'_>) -> http::Response<()>
     response
 }
 
-/// The request as `FORWARD_REQUEST`, in `x.out` (cleared); `length`: the body's.
+/// The request as `FORWARD_REQUEST`, in `x.out` (cleared); `length`: the body's, when it
+/// was read whole.
 fn forward(
     x: &mut Exchange<'_>,
     ctx: &RequestCtx,
     settings: &Ajp,
-    length: usize,
+    length: Option<usize>,
 ) -> Result<(), ajp::TooLarge> {
     let router = ctx.router.as_ref().expect("a routed request");
     let server = &router.servers()[ctx.server.expect("a routed request")].config;
@@ -269,7 +278,9 @@ fn forward(
         .flatten();
     let mut digits = [0u8; 48];
     let declared = parts.headers.contains_key(http::header::CONTENT_LENGTH);
-    let length = (length > 0 && !declared).then(|| write_on_stack(&mut digits, length));
+    let length = length
+        .filter(|&n| n > 0 && !declared)
+        .map(|n| write_on_stack(&mut digits, n));
     let fields = || {
         let own = parts.headers.iter().filter_map(|(name, value)| {
             let name = name.as_str().as_bytes();

@@ -21,6 +21,8 @@ pub(super) struct Upload {
     received: u64,
     ended: bool,
     streamed: bool,
+    /// Data read past what a server asked for (`more`).
+    pending: Bytes,
 }
 
 impl Upload {
@@ -32,6 +34,7 @@ impl Upload {
             declared,
             received: 0,
             streamed: false,
+            pending: Bytes::new(),
         }
     }
 
@@ -45,11 +48,33 @@ impl Upload {
         self.streamed
     }
 
-    /// The whole body, when it was read before a server was chosen.
-    pub fn whole(&self) -> Option<&[u8]> {
-        self.ended
-            .then_some(&self.first[..])
-            .filter(|_| !self.streamed)
+    /// The part read before a server was chosen.
+    pub fn first(&self) -> &[u8] {
+        &self.first
+    }
+
+    /// The body's next data after the first part, for a server that asks for it (AJP): up
+    /// to `want` bytes in `out` (cleared; empty at the body's end). What a DATA frame
+    /// brought past `want` waits for the next call. From here on the request is not sent
+    /// again.
+    pub async fn more(
+        &mut self,
+        want: usize,
+        limits: &ListenerLimits,
+        since: Instant,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Stop> {
+        self.streamed = true;
+        out.clear();
+        while self.pending.is_empty() {
+            match self.next(limits, since).await? {
+                Some(data) => self.pending = data,
+                None => return Ok(()),
+            }
+        }
+        let k = want.max(1).min(self.pending.len());
+        out.extend_from_slice(&self.pending.split_to(k));
+        Ok(())
     }
 
     /// How the body is framed for the server.
