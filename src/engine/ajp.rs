@@ -12,12 +12,12 @@
 use super::answer;
 use super::conn::{to_client, Conn};
 use super::exchange::Request;
-use crate::ajp::{self, Forward, Message, Tls};
+use crate::ajp::{self, Message};
 use crate::config::Ajp;
 use crate::http1::framing::Body;
 use crate::http1::head::Refusal;
 use crate::pipeline::{self, Failure, Heard, Relayed, RequestCtx, Stop};
-use crate::proxy::{write_on_stack, Secure};
+use crate::proxy::write_on_stack;
 use crate::upstream::ajp::{AjpFields, Packets};
 use crate::upstream::{self, pool};
 use log::warn;
@@ -333,55 +333,20 @@ fn forward(
     req: &Request,
     settings: &Ajp,
 ) -> Result<(), ajp::TooLarge> {
-    let router = ctx.router.as_ref().expect("a routed request");
-    let server = &router.servers()[ctx.server.expect("a routed request")].config;
     let (head, buf) = (&c.head, &c.buf[..]);
     let target = crate::http1::target::origin(head.target.of(buf));
     let (path, query) = match target.iter().position(|&b| b == b'?') {
         Some(q) => (&target[..q], Some(&target[q + 1..])),
         None => (target, None),
     };
-    let mut client = [0u8; 48];
-    let client = ctx
-        .client
-        .or(c.peer)
-        .map(|ip| write_on_stack(&mut client, ip));
-    let mut local = [0u8; 48];
-    let local_ip = c.local.map(|a| write_on_stack(&mut local, a.ip()));
-    let local_port = c.local.map_or(0, |a| a.port());
-    let host = head.values(buf, "host").next();
-    let (server_name, server_port) = match host {
-        Some(h) => pipeline::host_and_port(h, local_port),
-        None => (local_ip.unwrap_or(b"localhost"), local_port),
-    };
-    let secure = c.tls().map(|digest| Secure { digest });
-    let pem = secure.as_ref().and_then(Secure::client_cert_pem);
-    let conn_tls = secure.as_ref().and_then(Secure::conn);
-    let tls = secure.as_ref().map(|s| Tls {
-        cipher: s.cipher().as_bytes(),
-        session_id: conn_tls
-            .and_then(|t| t.session_id.as_deref())
-            .map(str::as_bytes),
-        key_size: conn_tls
-            .and_then(|t| t.cipher_bits)
-            .and_then(|b| u16::try_from(b).ok()),
-        protocol: s.digest.version.as_bytes(),
-        cert_pem: pem.as_deref().map(str::as_bytes),
-    });
-    let f = Forward {
+    let request = upstream::ajp::Request {
         method: head.method.of(buf),
         protocol: if req.http10 { b"HTTP/1.0" } else { b"HTTP/1.1" },
         path,
         query,
-        remote_addr: client.unwrap_or(b""),
-        remote_port: None,
-        local_addr: local_ip,
-        server_name,
-        server_port,
-        tls,
-        route: Some(server.route.as_bytes()),
-        secret: settings.secret.as_deref().map(str::as_bytes),
+        host: head.values(buf, "host").next(),
     };
+    let link = (c.peer, c.local, c.tls());
     let fields = || {
         head.fields(buf).filter(|(name, _)| {
             let hop = HOP.iter().any(|h| name.eq_ignore_ascii_case(h.as_bytes()));
@@ -389,6 +354,5 @@ fn forward(
             !hop && !websphere
         })
     };
-    c.out.clear();
-    ajp::forward_request(&mut c.out, &f, fields, settings.packet_size)
+    upstream::ajp::forward(&mut c.out, ctx, settings, (request, link), fields)
 }

@@ -6,11 +6,11 @@
 
 use super::exchange::{Exchange, ResetWatch};
 use super::{send, Http2};
-use crate::ajp::{self, Forward, Message, Tls};
+use crate::ajp::{self, Message};
 use crate::config::Ajp;
 use crate::http1::head::Refusal;
 use crate::pipeline::{self, Failure, Heard, Relayed, RequestCtx, Stop};
-use crate::proxy::{write_on_stack, Secure};
+use crate::proxy::write_on_stack;
 use crate::upstream::ajp::{AjpFields, Packets};
 use crate::upstream::{self, pool};
 use bytes::Bytes;
@@ -221,55 +221,17 @@ fn forward(
     settings: &Ajp,
     length: Option<usize>,
 ) -> Result<(), ajp::TooLarge> {
-    let router = ctx.router.as_ref().expect("a routed request");
-    let server = &router.servers()[ctx.server.expect("a routed request")].config;
     let parts = x.parts;
-    let link = x.link;
-    let path = parts.uri.path().as_bytes();
-    let query = parts.uri.query().map(str::as_bytes);
-    let mut client = [0u8; 48];
-    let client = ctx
-        .client
-        .or(link.peer)
-        .map(|ip| write_on_stack(&mut client, ip));
-    let mut local = [0u8; 48];
-    let local_ip = link.local.map(|a| write_on_stack(&mut local, a.ip()));
-    let local_port = link.local.map_or(0, |a| a.port());
     let host = match parts.headers.get(http::header::HOST) {
         Some(h) => Some(h.as_bytes()),
         None => parts.uri.authority().map(|a| a.as_str().as_bytes()),
     };
-    let (server_name, server_port) = match host {
-        Some(h) => pipeline::host_and_port(h, local_port),
-        None => (local_ip.unwrap_or(b"localhost"), local_port),
-    };
-    let secure = link.tls.clone().map(|digest| Secure { digest });
-    let pem = secure.as_ref().and_then(Secure::client_cert_pem);
-    let conn_tls = secure.as_ref().and_then(Secure::conn);
-    let tls = secure.as_ref().map(|s| Tls {
-        cipher: s.cipher().as_bytes(),
-        session_id: conn_tls
-            .and_then(|t| t.session_id.as_deref())
-            .map(str::as_bytes),
-        key_size: conn_tls
-            .and_then(|t| t.cipher_bits)
-            .and_then(|b| u16::try_from(b).ok()),
-        protocol: s.digest.version.as_bytes(),
-        cert_pem: pem.as_deref().map(str::as_bytes),
-    });
-    let f = Forward {
+    let request = upstream::ajp::Request {
         method: parts.method.as_str().as_bytes(),
         protocol: b"HTTP/2.0",
-        path,
-        query,
-        remote_addr: client.unwrap_or(b""),
-        remote_port: None,
-        local_addr: local_ip,
-        server_name,
-        server_port,
-        tls,
-        route: Some(server.route.as_bytes()),
-        secret: settings.secret.as_deref().map(str::as_bytes),
+        path: parts.uri.path().as_bytes(),
+        query: parts.uri.query().map(str::as_bytes),
+        host,
     };
     // The host as a field too, and the body's length when the client gave none: Tomcat
     // reads a body over AJP by its length.
@@ -292,6 +254,6 @@ fn forward(
         let length = length.map(|l| (&b"content-length"[..], l));
         host.into_iter().chain(length).chain(own)
     };
-    x.out.clear();
-    ajp::forward_request(&mut x.out, &f, fields, settings.packet_size)
+    let link = (x.link.peer, x.link.local, x.link.tls.clone());
+    upstream::ajp::forward(&mut x.out, ctx, settings, (request, link), fields)
 }

@@ -5,9 +5,15 @@
 
 use super::Watch;
 use crate::ajp::packet::frame;
-use crate::pipeline::Failure;
+use crate::ajp::{Forward, Tls, TooLarge};
+use crate::config::Ajp;
+use crate::pipeline::{self, Failure, RequestCtx};
+use crate::proxy::{write_on_stack, Secure};
+use pingora_core::protocols::tls::SslDigest;
 use pingora_core::protocols::Stream;
+use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
@@ -108,4 +114,75 @@ impl crate::routing::Fields for AjpFields<'_> {
             .collect();
         values.into_iter()
     }
+}
+
+/// What a front end knows of a request, for its `FORWARD_REQUEST`.
+pub struct Request<'a> {
+    pub method: &'a [u8],
+    /// `HTTP/1.1`, `HTTP/2.0`, ...
+    pub protocol: &'static [u8],
+    pub path: &'a [u8],
+    pub query: Option<&'a [u8]>,
+    /// The host the client addressed (`Host`, or HTTP/2's `:authority`).
+    pub host: Option<&'a [u8]>,
+}
+
+/// The client's connection: its peer, the address it came to, its TLS.
+pub type Link = (Option<IpAddr>, Option<SocketAddr>, Option<Arc<SslDigest>>);
+
+/// The request as `FORWARD_REQUEST` in `out` (cleared), with the client's facts as AJP
+/// carries them (its address as tether names it, the host and port it addressed, its TLS
+/// and certificate), the route of the try's server and the connector's secret; `fields`
+/// gives the fields to send each time it is called.
+pub fn forward<'h, I: Iterator<Item = (&'h [u8], &'h [u8])>>(
+    out: &mut Vec<u8>,
+    ctx: &RequestCtx,
+    settings: &Ajp,
+    (r, (peer, local, tls)): (Request<'_>, Link),
+    fields: impl Fn() -> I,
+) -> Result<(), TooLarge> {
+    let router = ctx.router.as_ref().expect("a routed request");
+    let server = &router.servers()[ctx.server.expect("a routed request")].config;
+    let mut client = [0u8; 48];
+    let client = ctx
+        .client
+        .or(peer)
+        .map(|ip| write_on_stack(&mut client, ip));
+    let mut local_text = [0u8; 48];
+    let local_ip = local.map(|a| write_on_stack(&mut local_text, a.ip()));
+    let local_port = local.map_or(0, |a| a.port());
+    let (server_name, server_port) = match r.host {
+        Some(h) => pipeline::host_and_port(h, local_port),
+        None => (local_ip.unwrap_or(b"localhost"), local_port),
+    };
+    let secure = tls.map(|digest| Secure { digest });
+    let pem = secure.as_ref().and_then(Secure::client_cert_pem);
+    let conn_tls = secure.as_ref().and_then(Secure::conn);
+    let tls = secure.as_ref().map(|s| Tls {
+        cipher: s.cipher().as_bytes(),
+        session_id: conn_tls
+            .and_then(|t| t.session_id.as_deref())
+            .map(str::as_bytes),
+        key_size: conn_tls
+            .and_then(|t| t.cipher_bits)
+            .and_then(|b| u16::try_from(b).ok()),
+        protocol: s.digest.version.as_bytes(),
+        cert_pem: pem.as_deref().map(str::as_bytes),
+    });
+    let f = Forward {
+        method: r.method,
+        protocol: r.protocol,
+        path: r.path,
+        query: r.query,
+        remote_addr: client.unwrap_or(b""),
+        remote_port: None,
+        local_addr: local_ip,
+        server_name,
+        server_port,
+        tls,
+        route: Some(server.route.as_bytes()),
+        secret: settings.secret.as_deref().map(str::as_bytes),
+    };
+    out.clear();
+    crate::ajp::forward_request(out, &f, fields, settings.packet_size)
 }
