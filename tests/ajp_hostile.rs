@@ -138,6 +138,49 @@ async fn an_answer_cut_in_its_body_ends_the_clients_connection() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_longer_or_shorter_than_its_length_is_never_passed_on_as_framed() {
+    // Content-Length 5, and 10 bytes of body: the client must not take the rest for its
+    // next answer.
+    let (addr, _, _) = server(
+        |_| {
+            let mut out = answer(b"0123456789", true);
+            let at = out.windows(2).position(|w| w == b"10").unwrap();
+            out[at..at + 2].copy_from_slice(b"05");
+            out
+        },
+        false,
+    )
+    .await;
+    let t = tether(addr);
+    let r = t.client().get("/x", &[]).await.unwrap();
+    assert_eq!(r.status, 502, "longer than its length: {:?}", r.body);
+    // Content-Length 20, and 10 bytes: the client is not left waiting for the rest.
+    let (addr, _, _) = server(
+        |_| {
+            let mut out = answer(b"0123456789", true);
+            let at = out.windows(2).position(|w| w == b"10").unwrap();
+            out[at..at + 2].copy_from_slice(b"20");
+            out
+        },
+        false,
+    )
+    .await;
+    let t = tether(addr);
+    let started = std::time::Instant::now();
+    let r = t.client().get("/x", &[]).await;
+    assert!(
+        !matches!(&r, Ok(r) if r.body.len() == 20),
+        "shorter than its length: {r:?}"
+    );
+    // The connection is cut at once, not left for the client to wait out.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_is_reused_exactly_when_end_response_allows_it() {
     let (addr, conns, requests) = server(|_| answer(b"kept", true), false).await;
     let t = tether(addr);

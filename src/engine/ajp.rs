@@ -194,6 +194,10 @@ pub(super) async fn attempt(
     }
     c.out.extend_from_slice(b"\r\n");
     let mut head_out = false;
+    // What the answer's `Content-Length` still allows: the client reads no more than that,
+    // so a server that sends more (or less) has the client's connection closed, never
+    // bytes of its own taken for the next answer.
+    let mut left = length;
     let reuse = loop {
         let range = {
             let Conn {
@@ -222,6 +226,13 @@ pub(super) async fn attempt(
         };
         match message {
             Message::Body(data) if !data.is_empty() && has_body(status, req) => {
+                if let Some(n) = left.as_mut() {
+                    if data.len() as u64 > *n {
+                        let why = "an answer's body longer than its Content-Length";
+                        return Err(cut(head_out, status, why));
+                    }
+                    *n -= data.len() as u64;
+                }
                 if !head_out {
                     head_out = true;
                 } else {
@@ -246,6 +257,10 @@ pub(super) async fn attempt(
                 }
             }
             Message::Body(_) => {}
+            Message::End { .. } if left.is_some_and(|n| n > 0) => {
+                let why = "an answer's body shorter than its Content-Length";
+                return Err(cut(head_out, status, why));
+            }
             Message::End { reuse } => break reuse,
             Message::GetBody(_) => {
                 c.out.clear();
@@ -286,6 +301,18 @@ pub(super) async fn attempt(
         status,
         client_keep,
     })
+}
+
+/// A server's answer that breaks its own framing: 502 while nothing of it went out, else
+/// the client's connection is cut (its status logged).
+fn cut(head_out: bool, status: u16, why: &'static str) -> Failure {
+    match head_out {
+        false => Failure::Upstream(502, why),
+        true => {
+            warn!("{why} over AJP: the client's connection is cut");
+            Failure::Client(status)
+        }
+    }
 }
 
 /// Does an answer with `status` to this request carry a body?
