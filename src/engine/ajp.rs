@@ -16,9 +16,9 @@ use crate::ajp::{self, Message};
 use crate::config::Ajp;
 use crate::http1::framing::Body;
 use crate::http1::head::Refusal;
-use crate::pipeline::{self, Failure, Heard, Relayed, RequestCtx, Stop};
+use crate::pipeline::{Failure, Relayed, RequestCtx, Stop};
 use crate::proxy::write_on_stack;
-use crate::upstream::ajp::{AjpFields, Packets};
+use crate::upstream::ajp::Packets;
 use crate::upstream::{self, pool};
 use log::warn;
 use pingora_core::connectors::TransportConnector;
@@ -159,17 +159,8 @@ pub(super) async fn attempt(
             Message::Headers { status, fields, .. } => {
                 let streamed = req.upload.streamed();
                 let may_retry = || !streamed && super::exchange::idempotent(c);
-                match pipeline::heard(ctx, status, &AjpFields(fields.clone()), may_retry) {
-                    Heard::Retry => return Err(Failure::Status),
-                    Heard::TooManyInterim => {
-                        return Err(Failure::Upstream(
-                            502,
-                            "too many informational (1xx) responses",
-                        ))
-                    }
-                    // An interim head over AJP is not relayed: the final one follows.
-                    Heard::Interim => continue,
-                    Heard::Final => {}
+                if !upstream::ajp::heard(ctx, status, fields.clone(), may_retry)? {
+                    continue;
                 }
                 let length = client_head(&mut c.out, status, fields, req);
                 break (status, length);

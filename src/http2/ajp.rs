@@ -4,14 +4,14 @@
 //! the client's window. A body larger than what was read before the try streams from the
 //! client as the server asks for it, and the request is not sent again after that.
 
-use super::exchange::{Exchange, ResetWatch};
+use super::exchange::{response, Exchange, ResetWatch};
 use super::{send, Http2};
 use crate::ajp::{self, Message};
 use crate::config::Ajp;
 use crate::http1::head::Refusal;
-use crate::pipeline::{self, Failure, Heard, Relayed, RequestCtx, Stop};
+use crate::pipeline::{self, Failure, Relayed, RequestCtx, Stop};
 use crate::proxy::write_on_stack;
-use crate::upstream::ajp::{AjpFields, Packets};
+use crate::upstream::ajp::Packets;
 use crate::upstream::{self, pool};
 use bytes::Bytes;
 use log::warn;
@@ -105,16 +105,8 @@ pub(super) async fn attempt(
             Message::Headers { status, fields, .. } => {
                 let method = x.parts.method.as_str().as_bytes();
                 let may_retry = || pipeline::idempotent(method);
-                match pipeline::heard(ctx, status, &AjpFields(fields.clone()), may_retry) {
-                    Heard::Retry => return Err(Failure::Status),
-                    Heard::TooManyInterim => {
-                        return Err(Failure::Upstream(
-                            502,
-                            "too many informational (1xx) responses",
-                        ))
-                    }
-                    Heard::Interim => continue,
-                    Heard::Final => {}
+                if !upstream::ajp::heard(ctx, status, fields.clone(), may_retry)? {
+                    continue;
                 }
                 let no_body = head_request || status == 204 || status == 304;
                 let head = response(status, fields);
@@ -186,31 +178,6 @@ impl upstream::Watch for SendingWatch<'_> {
     fn poll_gone(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
         self.0.poll_reset(cx).map(|_| ())
     }
-}
-
-/// The client's head from the server's: its status and fields, less those HTTP/2 has no
-/// place for and the `$WS*` fields.
-fn response(status: u16, fields: ajp::ResponseHeaders<'_>) -> http::Response<()> {
-    let mut response = http::Response::new(());
-    *response.status_mut() =
-        http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::BAD_GATEWAY);
-    let headers = response.headers_mut();
-    for (name, value) in fields {
-        let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
-        if is(b"connection") || is(b"keep-alive") || is(b"transfer-encoding") || is(b"upgrade") {
-            continue;
-        }
-        if name.len() >= 3 && name[..3].eq_ignore_ascii_case(b"$ws") {
-            continue;
-        }
-        if let (Ok(name), Ok(value)) = (
-            http::HeaderName::from_bytes(name),
-            http::HeaderValue::from_bytes(value),
-        ) {
-            headers.append(name, value);
-        }
-    }
-    response
 }
 
 /// The request as `FORWARD_REQUEST`, in `x.out` (cleared); `length`: the body's, when it

@@ -116,7 +116,9 @@ pub(super) async fn attempt(
                 ))
             }
             Heard::Interim => {
-                let _ = x.respond.send_informational(response(&x.head, &x.buf));
+                let _ = x
+                    .respond
+                    .send_informational(response(x.head.status, x.head.fields(&x.buf)));
                 x.buf.copy_within(len..filled, 0);
                 filled -= len;
                 continue;
@@ -125,7 +127,7 @@ pub(super) async fn attempt(
             Heard::Final => {}
         }
         let mut reader = BodyReader::new(framing, (len, filled));
-        let head = response(&x.head, &x.buf);
+        let head = response(status, x.head.fields(&x.buf));
         let mut ended = reader.is_done();
         let mut sending = match x.respond.send_response(head, ended) {
             Ok(s) => s,
@@ -239,14 +241,17 @@ fn upstream_head(x: &mut Exchange<'_>, ctx: &RequestCtx) {
     x.upload.first_part(&mut x.out);
 }
 
-/// The client's head from the server's: its status and fields, less the hop fields that
-/// HTTP/2 has no place for and the `$WS*` fields.
-fn response(head: &ResponseHead, buf: &[u8]) -> http::Response<()> {
+/// The client's head from the server's: its status and fields (over HTTP/1 or AJP), less
+/// the hop fields that HTTP/2 has no place for and the `$WS*` fields.
+pub(super) fn response<'a>(
+    status: u16,
+    fields: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+) -> http::Response<()> {
     let mut response = http::Response::new(());
     *response.status_mut() =
-        http::StatusCode::from_u16(head.status).unwrap_or(http::StatusCode::BAD_GATEWAY);
+        http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::BAD_GATEWAY);
     let headers = response.headers_mut();
-    for (name, value) in head.fields(buf) {
+    for (name, value) in fields {
         let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
         if is(b"connection")
             || is(b"keep-alive")

@@ -116,6 +116,26 @@ impl crate::routing::Fields for AjpFields<'_> {
     }
 }
 
+/// The server's answer head does what the pipeline says (`pipeline::heard`): `Ok(true)`
+/// for the final head, `Ok(false)` for an interim one (not relayed over AJP: the final one
+/// follows), or how the try failed.
+pub fn heard(
+    ctx: &mut RequestCtx,
+    status: u16,
+    fields: crate::ajp::ResponseHeaders<'_>,
+    may_retry: impl FnOnce() -> bool,
+) -> Result<bool, Failure> {
+    match pipeline::heard(ctx, status, &AjpFields(fields), may_retry) {
+        pipeline::Heard::Final => Ok(true),
+        pipeline::Heard::Interim => Ok(false),
+        pipeline::Heard::Retry => Err(Failure::Status),
+        pipeline::Heard::TooManyInterim => Err(Failure::Upstream(
+            502,
+            "too many informational (1xx) responses",
+        )),
+    }
+}
+
 /// What a front end knows of a request, for its `FORWARD_REQUEST`.
 pub struct Request<'a> {
     pub method: &'a [u8],
