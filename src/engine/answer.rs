@@ -118,14 +118,19 @@ fn to_https(
 pub fn status_line(out: &mut Vec<u8>, status: u16) {
     out.clear();
     out.extend_from_slice(b"HTTP/1.1 ");
-    let mut digits = [0u8; 48];
-    out.extend_from_slice(write_on_stack(&mut digits, status));
-    out.push(b' ');
-    let reason = http::StatusCode::from_u16(status)
-        .ok()
-        .and_then(|s| s.canonical_reason())
-        .unwrap_or("");
-    out.extend_from_slice(reason.as_bytes());
+    match http::StatusCode::from_u16(status) {
+        Ok(code) => {
+            out.extend_from_slice(code.as_str().as_bytes());
+            out.push(b' ');
+            let reason = code.canonical_reason().unwrap_or("");
+            out.extend_from_slice(reason.as_bytes());
+        }
+        Err(_) => {
+            let mut digits = [0u8; 48];
+            out.extend_from_slice(write_on_stack(&mut digits, status));
+            out.push(b' ');
+        }
+    }
     out.extend_from_slice(b"\r\n");
 }
 
