@@ -13,6 +13,7 @@ mod exchange;
 mod send;
 mod settings;
 mod stream;
+mod tunnel;
 
 use crate::access_log::AccessLog;
 use crate::metrics::VersionCounters;
@@ -33,6 +34,8 @@ pub struct Http2 {
     connector: TransportConnector,
     /// Most idle connections kept per server and thread.
     pool_size: usize,
+    /// WebSockets over extended CONNECT, open and ended.
+    tunnels: crate::metrics::Tunnels,
 }
 
 /// What the streams of a connection share: its addresses, and the facts of its TLS and of
@@ -59,6 +62,7 @@ impl Http2 {
             name: name.into(),
             access_log,
             versions: VersionCounters::new(name),
+            tunnels: crate::metrics::Tunnels::new(name),
             connector: TransportConnector::new(Some(options)),
         }
     }

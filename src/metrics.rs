@@ -233,13 +233,38 @@ static UPGRADED_OPEN: Lazy<IntGaugeVec> = Lazy::new(|| {
 static UPGRADED_ENDED: Lazy<IntCounterVec> = Lazy::new(|| {
     register_int_counter_vec!(
         "tether_upgraded_connections_total",
-        "Upgraded connections on tether's engine that ended, by listener and how: `closed` (both \
+        "Upgraded connections on tether's engine (WebSockets over HTTP/1 and HTTP/2) that ended, by listener and how: `closed` (both \
          sides ended), `client_failed`, `server_failed` (a reset; the other side was closed), \
          `idle_timeout` (tunnel_idle_timeout).",
         &["listener", "ended"]
     )
     .expect("register tether_upgraded_connections_total")
 });
+
+/// How a tunnel ended (`tether_upgraded_connections_total{ended}`): a WebSocket
+/// after its `101` on HTTP/1, or its extended CONNECT on HTTP/2 (`Tunnels`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TunnelEnded {
+    /// Both sides ended their halves.
+    Closed,
+    /// The client failed (a reset, an error); the server's side was closed.
+    ClientFailed,
+    /// The server failed; the client's side was closed.
+    ServerFailed,
+    /// No byte moved for `tunnel_idle_timeout`.
+    Idle,
+}
+
+impl TunnelEnded {
+    pub fn label(self) -> &'static str {
+        match self {
+            TunnelEnded::Closed => "closed",
+            TunnelEnded::ClientFailed => "client_failed",
+            TunnelEnded::ServerFailed => "server_failed",
+            TunnelEnded::Idle => "idle_timeout",
+        }
+    }
+}
 
 /// A listener's upgraded connections: how many are open, and how they ended.
 pub struct Tunnels {
@@ -269,10 +294,10 @@ impl Tunnels {
         OpenTunnel(&self.open)
     }
 
-    /// Counts an upgraded connection that ended (`how`: `tunnel::Ended`'s label).
-    pub fn ended(&self, how: &str) {
+    /// Counts an upgraded connection that ended.
+    pub fn ended(&self, how: TunnelEnded) {
         UPGRADED_ENDED
-            .with_label_values(&[&*self.listener, how])
+            .with_label_values(&[&*self.listener, how.label()])
             .inc();
     }
 }

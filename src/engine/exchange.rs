@@ -222,7 +222,7 @@ async fn tunnel(
     .await;
     // Counted as ended before it stops counting as open: the two never add up to less.
     log::debug!("an upgraded connection ended: {}", ended.label());
-    tunnels.ended(ended.label());
+    tunnels.ended(ended);
     drop(open);
     // Nothing of the buffer is a next request.
     *end = 0;

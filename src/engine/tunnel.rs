@@ -19,29 +19,7 @@ use tokio::io::ReadBuf;
 /// to it before they were read.
 const LINGER: Duration = Duration::from_secs(5);
 
-/// How a tunnel ended (`tether_upgraded_connections_total{ended}`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
-    /// Both sides ended their halves.
-    Closed,
-    /// The client failed (a reset, an error); the server's side was closed.
-    ClientFailed,
-    /// The server failed; the client's side was closed.
-    ServerFailed,
-    /// No byte moved for `tunnel_idle_timeout`.
-    Idle,
-}
-
-impl Ended {
-    pub fn label(self) -> &'static str {
-        match self {
-            Ended::Closed => "closed",
-            Ended::ClientFailed => "client_failed",
-            Ended::ServerFailed => "server_failed",
-            Ended::Idle => "idle_timeout",
-        }
-    }
-}
+pub use crate::metrics::TunnelEnded as Ended;
 
 /// Bytes on their way from one side to the other: `buf[pos..cap]` is read and not written
 /// yet.

@@ -144,6 +144,26 @@ impl Upload {
         }
     }
 
+    /// A tunnel's next bytes from the client (`None` at the stream's end), its window
+    /// given back. No body rate: a tunnel is bounded by its idle timeout alone.
+    pub async fn tunnel_data(&mut self) -> Option<Result<Bytes, h2::Error>> {
+        if self.ended {
+            return None;
+        }
+        match self.recv.data().await {
+            Some(Ok(data)) => {
+                let _ = self.recv.flow_control().release_capacity(data.len());
+                self.ended = self.recv.is_end_stream();
+                Some(Ok(data))
+            }
+            Some(Err(e)) => Some(Err(e)),
+            None => {
+                self.ended = true;
+                None
+            }
+        }
+    }
+
     /// The body's next data (`None` at its end), within the listener's body rate.
     async fn next(
         &mut self,

@@ -5,6 +5,7 @@
 
 use super::body::Upload;
 use super::send;
+use super::tunnel;
 use super::{Http2, Link};
 use crate::http1::response::ResponseHead;
 use crate::pipeline::{self, Failure, Heard, Relayed, RequestCtx};
@@ -27,6 +28,8 @@ pub(super) struct Exchange<'a> {
     pub out: Vec<u8>,
     pub buf: Vec<u8>,
     head: ResponseHead,
+    /// A WebSocket's extended `CONNECT`: the `Sec-WebSocket-Key` of its upgrade.
+    tunnel: Option<[u8; 24]>,
 }
 
 impl<'a> Exchange<'a> {
@@ -35,8 +38,10 @@ impl<'a> Exchange<'a> {
         link: &'a Link,
         upload: &'a mut Upload,
         respond: &'a mut SendResponse<Bytes>,
+        tunnel: bool,
     ) -> Self {
         Exchange {
+            tunnel: tunnel.then(tunnel::key),
             parts,
             link,
             upload,
@@ -73,7 +78,7 @@ pub(super) async fn attempt(
         warn!("cluster {}: writing the request failed: {e}", router.name);
         return Err(Failure::Upstream(502, "writing the request failed"));
     }
-    if !x.upload.is_done() {
+    if x.tunnel.is_none() && !x.upload.is_done() {
         x.upload
             .stream(&mut up, &limits, ctx.start, timeouts.read)
             .await?;
@@ -99,7 +104,12 @@ pub(super) async fn attempt(
             r => r?,
         };
         let status = x.head.status;
-        if status == 101 {
+        if let Some(key) = x.tunnel {
+            let read = (len, filled);
+            if let Some(done) = upgraded(h2, x, &mut up, key, read, &limits).await {
+                return done;
+            }
+        } else if status == 101 {
             return Err(Failure::Upstream(
                 502,
                 "101 to a request that asked for no upgrade",
@@ -168,6 +178,53 @@ pub(super) async fn attempt(
     }
 }
 
+/// A tunnel's answer: after a `101` that accepts the key, `200` to the client and the
+/// relay (`Some`); a `2xx` that did not upgrade is a failure (it would tell the client its
+/// tunnel is open); any other answer goes to the client as it came (`None`).
+async fn upgraded(
+    h2: &Http2,
+    x: &mut Exchange<'_>,
+    up: &mut pingora_core::protocols::Stream,
+    key: [u8; 24],
+    (len, filled): (usize, usize),
+    limits: &crate::config::ListenerLimits,
+) -> Option<Result<Relayed, Failure>> {
+    let status = x.head.status;
+    if !(101..300).contains(&status) {
+        return None;
+    }
+    let field = |name: &str| {
+        x.head
+            .fields(&x.buf)
+            .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, v)| v)
+    };
+    let websocket = field("upgrade").is_some_and(|u| u.eq_ignore_ascii_case(b"websocket"));
+    if status != 101 || !websocket || !tunnel::accepts(&key, field("sec-websocket-accept")) {
+        return Some(Err(Failure::Upstream(
+            502,
+            "the server did not accept the WebSocket's upgrade",
+        )));
+    }
+    let fields = x.head.fields(&x.buf);
+    let fields = fields.filter(|(n, _)| !n.eq_ignore_ascii_case(b"sec-websocket-accept"));
+    let mut send = match x.respond.send_response(response(200, fields), false) {
+        Ok(send) => send,
+        Err(_) => return Some(Err(Failure::Client(499))),
+    };
+    let open = h2.tunnels.open();
+    let limits = (limits, &*h2.name);
+    let ended = tunnel::relay(up, &x.buf[len..filled], x.upload, &mut send, limits).await;
+    // Counted as ended before it stops counting as open: the two never add up to less.
+    log::debug!("a WebSocket over HTTP/2 ended: {}", ended.label());
+    h2.tunnels.ended(ended);
+    drop(open);
+    Some(Ok(Relayed {
+        status: 200,
+        client_keep: true,
+    }))
+}
+
 /// The client's stream while the server works: gone when the client resets it.
 pub(super) struct ResetWatch<'a>(pub &'a mut SendResponse<Bytes>);
 
@@ -197,7 +254,12 @@ fn upstream_head(x: &mut Exchange<'_>, ctx: &RequestCtx) {
     let parts = x.parts;
     let out = &mut x.out;
     out.clear();
-    out.extend_from_slice(parts.method.as_str().as_bytes());
+    // A WebSocket's extended CONNECT is an HTTP/1.1 upgrade to the server (RFC 8441 §5).
+    let method = match x.tunnel {
+        Some(_) => "GET",
+        None => parts.method.as_str(),
+    };
+    out.extend_from_slice(method.as_bytes());
     out.push(b' ');
     let origin = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     out.extend_from_slice(origin.as_bytes());
@@ -227,18 +289,28 @@ fn upstream_head(x: &mut Exchange<'_>, ctx: &RequestCtx) {
     }
     for (name, value) in &parts.headers {
         let name = name.as_str().as_bytes();
-        if name != b"cookie" && !dropped(name, &replaced) {
+        let ours = x.tunnel.is_some() && name == b"sec-websocket-key";
+        if name != b"cookie" && !ours && !dropped(name, &replaced) {
             line(out, name, value.as_bytes());
         }
     }
-    framing(out, x.upload.body());
+    match &x.tunnel {
+        Some(key) => {
+            line(out, b"Connection", b"Upgrade");
+            line(out, b"Upgrade", b"websocket");
+            line(out, b"Sec-WebSocket-Key", key);
+        }
+        None => framing(out, x.upload.body()),
+    }
     let secure = x.link.tls.clone().map(|digest| Secure { digest });
     let fields = Fields(parts);
     let mut up = Upstream::new(&fields, out);
     let link = (x.link.peer, x.link.local, secure.as_ref());
     request_head::edit(&mut up, ctx, link, true);
     up.finish();
-    x.upload.first_part(&mut x.out);
+    if x.tunnel.is_none() {
+        x.upload.first_part(&mut x.out);
+    }
 }
 
 /// The client's head from the server's: its status and fields (over HTTP/1 or AJP), less

@@ -23,7 +23,9 @@ pub fn builder(limits: &ListenerLimits) -> Builder {
     b.max_concurrent_streams(MAX_STREAMS)
         .max_header_list_size(u32::try_from(limits.max_request_head).unwrap_or(u32::MAX))
         .max_pending_accept_reset_streams(PENDING_RESETS)
-        .max_send_buffer_size(SEND_BUFFER);
+        .max_send_buffer_size(SEND_BUFFER)
+        // WebSockets over HTTP/2 (RFC 8441), which browsers use when it is offered.
+        .enable_connect_protocol();
     b
 }
 

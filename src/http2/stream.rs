@@ -6,6 +6,7 @@ use super::ajp;
 use super::answer;
 use super::body::Upload;
 use super::exchange::{self, Exchange};
+use super::tunnel;
 use super::{Http2, Link};
 use crate::access_log::Record;
 use crate::http1::framing::{self, Body};
@@ -129,6 +130,10 @@ impl Http2 {
                 return answer::send(respond, &refused, &limits, &self.name).await;
             }
         };
+        let tunnel = match tunnel::asked(parts) {
+            Ok(tunnel) => tunnel,
+            Err(refused) => return answer::send(respond, &refused, &limits, &self.name).await,
+        };
         let view = View { parts, link };
         let (mut cluster, route_chain) = match pipeline::admit(snapshot, self.listener, ctx, &view)
         {
@@ -146,23 +151,33 @@ impl Http2 {
             }
         }
         ctx.bind(snapshot, cluster);
-        // The body, or its first part, before a server is chosen; the rest streams.
         let mut upload = Upload::new(recv, declared);
+        if tunnel && ctx.ajp.is_some() {
+            let refused = Answer::Refusal {
+                status: 501,
+                why: "a WebSocket does not go over AJP",
+            };
+            return answer::send(respond, &refused, &limits, &self.name).await;
+        }
+        // The body, or its first part, before a server is chosen; the rest streams. A
+        // tunnel's bytes are no body: they go after the server's `101`.
         let continues = parts
             .headers
             .get(http::header::EXPECT)
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-        if continues && !upload.is_done() {
+        if continues && !upload.is_done() && !tunnel {
             let go_on = http::Response::builder()
                 .status(100)
                 .body(())
                 .expect("a 100");
             let _ = respond.send_informational(go_on);
         }
-        if let Err(stop) = upload.read_first(&limits, ctx.start).await {
-            return self.stopped(respond, stop, &limits).await;
+        if !tunnel {
+            if let Err(stop) = upload.read_first(&limits, ctx.start).await {
+                return self.stopped(respond, stop, &limits).await;
+            }
         }
-        let mut x = Exchange::new(parts, link, &mut upload, respond);
+        let mut x = Exchange::new(parts, link, &mut upload, respond, tunnel);
         let mut tries = Tries::first(ctx, &View { parts, link }).await;
         let ended = loop {
             if let Err(ended) = tries.begin(ctx) {
