@@ -21,7 +21,7 @@ use crate::snapshot::SharedSnapshot;
 use pingora_core::connectors::{ConnectorOptions, TransportConnector};
 use pingora_core::protocols::raw_connect::ProxyDigest;
 use pingora_core::protocols::tls::SslDigest;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// The HTTP/2 front end of one listener.
@@ -41,7 +41,8 @@ pub struct Http2 {
 /// What the streams of a connection share: its addresses, and the facts of its TLS and of
 /// its PROXY header.
 pub struct Link {
-    pub peer: Option<IpAddr>,
+    /// The client's address and port (a PROXY header's, when the listener takes one).
+    pub peer: Option<SocketAddr>,
     pub local: Option<SocketAddr>,
     pub tls: Option<Arc<SslDigest>>,
     pub proxy: Option<Arc<ProxyDigest>>,

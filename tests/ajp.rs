@@ -1,5 +1,5 @@
 //! tether to real Tomcats (Debian's `tomcat10`) over AJP/1.3, the connector mod_jk sites
-//! run with a `secret`: Tomcat sees the client as it would behind mod_jk (its address, the
+//! run with a `secret`: Tomcat sees the client as it would behind mod_jk (its address and port, the
 //! host and port it addressed, the query, its fields, the body; over TLS its cipher and
 //! certificate, on HTTP/1.1 and HTTP/2), sessions stay on the instance named in their id,
 //! and a wrong secret is refused by Tomcat.
@@ -13,6 +13,7 @@ use common::pki::Pki;
 use common::real_tomcat::{RealTomcat, AJP_SECRET};
 use common::{scratch_dir, Opts, Tether};
 use std::collections::HashMap;
+use std::io::{Read, Write};
 use std::process::Command;
 
 /// The page's `key=value` lines.
@@ -93,6 +94,15 @@ async fn real_tomcats_over_ajp_see_the_client_and_keep_their_sessions() {
         page["ghost"], "null",
         "a client's field is never an AJP attribute"
     );
+
+    // The client's port too (`AJP_REMOTE_PORT`), as the connection it came on has it.
+    let mut raw = std::net::TcpStream::connect(t.addr).unwrap();
+    let port = raw.local_addr().unwrap().port();
+    raw.write_all(b"GET /echo.jsp HTTP/1.1\r\nHost: shop.example\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    raw.read_to_end(&mut answer).unwrap();
+    assert_eq!(lines(&answer)["remote_port"], port.to_string());
 
     // A POST's body arrives whole, in packets past the first when it is larger (Tomcat
     // asks for them with GET_BODY_CHUNK).

@@ -8,7 +8,7 @@ use crate::http1::response::ResponseHead;
 pub use crate::upstream::write_all;
 use pingora_core::protocols::tls::SslDigest;
 use pingora_core::protocols::Stream;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::io::AsyncReadExt;
 
@@ -25,7 +25,7 @@ pub const IDLE_READ: usize = FIRST_READ;
 /// (jemalloc's 80-byte class, against the whole record's 320).
 pub struct IdleConn {
     pub(super) stream: Stream,
-    peer: Option<IpAddr>,
+    peer: Option<SocketAddr>,
     local: Option<SocketAddr>,
 }
 
@@ -63,7 +63,8 @@ pub struct Conn {
     /// Bytes read from the server.
     pub up_buf: Vec<u8>,
     pub up_head: ResponseHead,
-    pub peer: Option<IpAddr>,
+    /// The client's address and port (a PROXY header's, when the listener takes one).
+    pub peer: Option<SocketAddr>,
     pub local: Option<SocketAddr>,
     /// Keeps the record out of jemalloc's 256-byte class, which tokio's I/O registration
     /// of every connection is in: records given back by idle connections then free whole
@@ -73,7 +74,10 @@ pub struct Conn {
 
 impl Conn {
     /// A new connection's record: `addresses`, the client's and the local one.
-    pub fn new(stream: Stream, (peer, local): (Option<IpAddr>, Option<SocketAddr>)) -> Box<Conn> {
+    pub fn new(
+        stream: Stream,
+        (peer, local): (Option<SocketAddr>, Option<SocketAddr>),
+    ) -> Box<Conn> {
         Box::new(Conn {
             stream,
             buf: vec![0; FIRST_READ],
@@ -92,7 +96,7 @@ impl Conn {
     /// while it waited without one.
     pub fn starting_with(
         stream: Stream,
-        addresses: (Option<IpAddr>, Option<SocketAddr>),
+        addresses: (Option<SocketAddr>, Option<SocketAddr>),
         first: &[u8],
     ) -> Box<Conn> {
         let mut c = Conn::new(stream, addresses);
@@ -182,4 +186,18 @@ pub async fn to_client(
         crate::head_limit::reset_on_close();
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_keep_their_allocation_classes() {
+        // jemalloc's 80-byte class for a waiting connection; its 320-byte class for a busy
+        // one, out of the 256-byte class where tokio's I/O registrations are.
+        let (idle, busy) = (std::mem::size_of::<IdleConn>(), std::mem::size_of::<Conn>());
+        assert!(idle <= 80, "IdleConn: {idle} bytes");
+        assert!((257..=320).contains(&busy), "Conn: {busy} bytes");
+    }
 }

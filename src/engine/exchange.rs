@@ -247,7 +247,7 @@ fn upstream_head(c: &mut Conn, ctx: &RequestCtx, req: &Request) {
         buf: &c.buf,
     };
     let mut up = wire::start(&client, req.upload.body, &replaced, &mut c.out);
-    let link = (c.peer, c.local, secure.as_ref());
+    let link = (c.peer.map(|a| a.ip()), c.local, secure.as_ref());
     request_head::edit(&mut up, ctx, link, false);
     up.finish();
     req.upload.first_part(&c.buf, &mut c.out);

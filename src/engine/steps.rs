@@ -30,7 +30,7 @@ impl<'a> View<'a> {
         View {
             head: &c.head,
             buf: &c.buf,
-            peer: c.peer,
+            peer: c.peer.map(|a| a.ip()),
             local: c.local,
         }
     }
@@ -85,7 +85,7 @@ impl Engine {
         let view = View {
             head: &c.head,
             buf: &c.buf,
-            peer: c.peer,
+            peer: c.peer.map(|a| a.ip()),
             local: c.local,
         };
         let (mut cluster, route_chain) = match pipeline::admit(snapshot, self.listener, ctx, &view)
@@ -233,7 +233,7 @@ fn record(
     let tls = c.tls().map(|d| d.version.clone());
     proxy::access_record(
         ctx,
-        c.peer,
+        c.peer.map(|a| a.ip()),
         (method, uri, version),
         tls,
         (status, duration, server),

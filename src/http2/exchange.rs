@@ -305,7 +305,7 @@ fn upstream_head(x: &mut Exchange<'_>, ctx: &RequestCtx) {
     let secure = x.link.tls.clone().map(|digest| Secure { digest });
     let fields = Fields(parts);
     let mut up = Upstream::new(&fields, out);
-    let link = (x.link.peer, x.link.local, secure.as_ref());
+    let link = (x.link.peer.map(|a| a.ip()), x.link.local, secure.as_ref());
     request_head::edit(&mut up, ctx, link, true);
     up.finish();
     if x.tunnel.is_none() {

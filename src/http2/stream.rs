@@ -50,7 +50,7 @@ impl Fields for View<'_> {
 
 impl Front for View<'_> {
     fn peer(&self) -> Option<std::net::IpAddr> {
-        self.link.peer
+        self.link.peer.map(|a| a.ip())
     }
 
     fn local_port(&self) -> u16 {
@@ -300,5 +300,11 @@ fn record(
         http::Version::HTTP_2,
     );
     let tls = link.tls.as_ref().map(|d| d.version.clone());
-    crate::proxy::access_record(ctx, link.peer, what, tls, (status, duration, server))
+    crate::proxy::access_record(
+        ctx,
+        link.peer.map(|a| a.ip()),
+        what,
+        tls,
+        (status, duration, server),
+    )
 }

@@ -77,14 +77,14 @@ pub fn into_l4(stream: Stream) -> Stream {
 
 /// The client's address and the local one a new connection came to (`local` asks the
 /// kernel).
-pub fn addresses(stream: &Stream) -> (Option<IpAddr>, Option<SocketAddr>) {
+pub fn addresses(stream: &Stream) -> (Option<SocketAddr>, Option<SocketAddr>) {
     if let Some(client) = stream.as_any().downcast_ref::<TcpClient>() {
-        return (Some(client.peer.ip()), client.io.local_addr().ok());
+        return (Some(client.peer), client.io.local_addr().ok());
     }
     let socket = stream.get_socket_digest();
     let peer = socket
         .as_ref()
-        .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).map(|a| a.ip()));
+        .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).copied());
     let local = socket
         .as_ref()
         .and_then(|d| d.local_addr().and_then(|a| a.as_inet()).copied());

@@ -11,7 +11,7 @@ use crate::pipeline::{self, Failure, RequestCtx};
 use crate::proxy::{write_on_stack, Secure};
 use pingora_core::protocols::tls::SslDigest;
 use pingora_core::protocols::Stream;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
@@ -148,7 +148,11 @@ pub struct Request<'a> {
 }
 
 /// The client's connection: its peer, the address it came to, its TLS.
-pub type Link = (Option<IpAddr>, Option<SocketAddr>, Option<Arc<SslDigest>>);
+pub type Link = (
+    Option<SocketAddr>,
+    Option<SocketAddr>,
+    Option<Arc<SslDigest>>,
+);
 
 /// The request as `FORWARD_REQUEST` in `out` (cleared), with the client's facts as AJP
 /// carries them (its address as tether names it, the host and port it addressed, its TLS
@@ -163,10 +167,17 @@ pub fn forward<'h, I: Iterator<Item = (&'h [u8], &'h [u8])>>(
 ) -> Result<(), TooLarge> {
     let router = ctx.router.as_ref().expect("a routed request");
     let server = &router.servers()[ctx.server.expect("a routed request")].config;
+    // The port goes with the peer's address only: a client named by `X-Forwarded-For`
+    // came with none (Tomcat then reads the port of tether's connection, as behind
+    // `RemoteIpValve`).
+    let remote_port = match (ctx.client, peer) {
+        (Some(client), Some(peer)) if client != peer.ip() => None,
+        (_, peer) => peer.map(|p| p.port()),
+    };
     let mut client = [0u8; 48];
     let client = ctx
         .client
-        .or(peer)
+        .or(peer.map(|p| p.ip()))
         .map(|ip| write_on_stack(&mut client, ip));
     let mut local_text = [0u8; 48];
     let local_ip = local.map(|a| write_on_stack(&mut local_text, a.ip()));
@@ -195,7 +206,7 @@ pub fn forward<'h, I: Iterator<Item = (&'h [u8], &'h [u8])>>(
         path: r.path,
         query: r.query,
         remote_addr: client.unwrap_or(b""),
-        remote_port: None,
+        remote_port,
         local_addr: local_ip,
         server_name,
         server_port,

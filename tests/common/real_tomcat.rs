@@ -62,6 +62,7 @@ uri=<%= request.getRequestURI() %>
 query=<%= request.getQueryString() %>
 server=<%= request.getServerName() %>:<%= request.getServerPort() %>
 remote=<%= request.getRemoteAddr() %>
+remote_port=<%= request.getRemotePort() %>
 scheme=<%= request.getScheme() %>
 secure=<%= request.isSecure() %>
 cipher=<%= request.getAttribute("jakarta.servlet.request.cipher_suite") %>
