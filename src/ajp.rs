@@ -11,4 +11,4 @@ pub use packet::{Malformed, TooLarge, DEFAULT_PACKET_SIZE, MAX_PACKET_SIZE};
 pub use request::{
     body_packet, body_packet_header, cping, forward_request, Forward, Tls, END_OF_BODY,
 };
-pub use response::{Message, ResponseHeaders};
+pub use response::{Message, ResponseHeaders, CPONG_PACKET};

@@ -33,10 +33,20 @@ fn tether_over_ajp(
     secret: &str,
     listener: &str,
 ) -> Tether {
+    tether_over_ajp_with(tomcats, dir, (secret, ""), listener)
+}
+
+/// As `tether_over_ajp`, with `ajp_extra` in the cluster's `ajp:` mapping.
+fn tether_over_ajp_with(
+    tomcats: &[RealTomcat],
+    dir: &std::path::Path,
+    (secret, ajp_extra): (&str, &str),
+    listener: &str,
+) -> Tether {
     let file = dir.join(format!("ajp-{}.secret", secret.len()));
     std::fs::write(&file, format!("{secret}\n")).unwrap();
     let mut cluster = format!(
-        "    recover_after: 60s\n    ajp: {{ secret_file: {} }}\n    servers:\n",
+        "    recover_after: 60s\n    read_timeout: 30s\n    ajp: {{ secret_file: {}{ajp_extra} }}\n    servers:\n",
         file.display()
     );
     for tc in tomcats {
@@ -264,4 +274,59 @@ async fn real_tomcats_over_ajp_see_the_client_and_keep_their_sessions() {
     }
     drop(tomcats);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A Tomcat that takes connections but serves nothing (stopped with SIGSTOP, as in a long
+/// GC pause or with every thread busy): with `ping: request`, its CPing goes unanswered
+/// for `ping_timeout`, it is marked down, and its session's requests (a POST too: nothing
+/// of it was sent) are served by the other instance instead of waiting `read_timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_tomcat_is_noticed_by_its_cping_and_its_requests_fail_over() {
+    let dir = scratch_dir("ajp-cping");
+    let Some(tomcats) = RealTomcat::start_all(&dir, &["tc1", "tc2"]) else {
+        println!("skipped: tomcat10 not installed");
+        return;
+    };
+    let ping = ", ping: request, ping_timeout: 1s";
+    let t = tether_over_ajp_with(&tomcats, &dir, (AJP_SECRET, ping), "");
+    let mut client = t.client();
+    let on_tc1 = [("Cookie", "JSESSIONID=0123456789ABCDEF.tc1")];
+    // Served by tc1 while it runs, which leaves a kept connection to it in the pool.
+    let r = client.get("/index.jsp", &on_tc1).await.unwrap();
+    assert_eq!(lines(&r.body)["jvmRoute"], "tc1");
+
+    let pid = tomcats[0].pid() as i32;
+    // SAFETY: a signal to the JVM this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    // The signal is delivered on its own time: wait until the JVM is stopped (state `T`).
+    let stopped = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T'))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !stopped() {
+        assert!(std::time::Instant::now() < deadline, "tc1 did not stop");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let r = client.get("/index.jsp", &on_tc1).await;
+    let post = client
+        .request(
+            "POST",
+            "/echo.jsp",
+            &[("Cookie", &b"JSESSIONID=0123456789ABCDEF.tc1"[..])],
+            b"x=1",
+        )
+        .await;
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let r = r.expect("an answer while tc1 is stopped");
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(lines(&r.body)["jvmRoute"], "tc2", "failed over to tc2");
+    let post = post.expect("an answer to the POST");
+    assert_eq!(post.status, 200, "{}", String::from_utf8_lossy(&post.body));
+    assert_eq!(
+        lines(&post.body)["body"],
+        "3/230",
+        "the POST went whole to tc2"
+    );
 }

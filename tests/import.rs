@@ -57,6 +57,12 @@ fn mod_jk_workers_and_mounts_become_clusters_servers_and_routes() {
         "ping_mode of AJP workers: a CPing"
     );
     assert_eq!(shop["health_check"]["timeout"].as_str(), Some("2s"));
+    assert_eq!(
+        shop["ajp"]["ping"].as_str(),
+        Some("request"),
+        "ping_mode=A: a CPing before each request too"
+    );
+    assert_eq!(shop["ajp"]["ping_timeout"].as_str(), Some("2s"));
 
     let servers = &shop["servers"];
     assert_eq!(servers.as_sequence().unwrap().len(), 4);

@@ -13,6 +13,9 @@ const END_RESPONSE: u8 = 5;
 const GET_BODY_CHUNK: u8 = 6;
 const CPONG: u8 = 9;
 
+/// The whole packet a server answers a CPing with.
+pub const CPONG_PACKET: [u8; 5] = [b'A', b'B', 0, 1, CPONG];
+
 /// Response field names by code (code = 0xA000 + place + 1).
 const FIELDS: [&str; 11] = [
     "Content-Type",

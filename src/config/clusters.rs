@@ -259,9 +259,29 @@ fn ajp(raw: &super::raw_tls::RawAjp, tls: bool, path: &str, check: &mut Check) -
             format!("must be between 8192 and 65536 (Tomcat's packetSize), not {packet_size}"),
         );
     }
+    let ping = match raw.ping.as_deref() {
+        None | Some("never") => AjpPing::Never,
+        Some("connect") => AjpPing::Connect,
+        Some("request") => AjpPing::Request,
+        Some(other) => {
+            check.err(
+                format!("{path}.ping"),
+                format!("must be one of never, connect, request, not `{other}`"),
+            );
+            AjpPing::Never
+        }
+    };
+    let ping_timeout = check.duration(
+        format!("{path}.ping_timeout"),
+        raw.ping_timeout.as_deref(),
+        Duration::from_secs(10),
+        Duration::from_millis(10)..=Duration::from_secs(300),
+    );
     Ajp {
         secret,
         packet_size,
+        ping,
+        ping_timeout,
     }
 }
 

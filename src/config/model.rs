@@ -300,6 +300,22 @@ pub struct Ajp {
     pub secret: Option<String>,
     /// The largest packet, as the connector's `packetSize` (8192 by default).
     pub packet_size: usize,
+    /// When a connection is asked with a CPing before a request goes on it.
+    pub ping: AjpPing,
+    /// How long a CPong may take (mod_jk's `ping_timeout`).
+    pub ping_timeout: std::time::Duration,
+}
+
+/// When tether sends a CPing on a connection to an AJP server before a request (mod_jk's
+/// `ping_mode`): one that is not answered in `ping_timeout` has the server marked down and
+/// the request sent to another, as a failed connect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AjpPing {
+    Never,
+    /// After each new connection (mod_jk's `C`).
+    Connect,
+    /// Before each request, on new and kept connections (mod_jk's `P`).
+    Request,
 }
 
 /// One backend application server.

@@ -58,6 +58,8 @@ pub struct RawClusterTls {
 pub struct RawAjp {
     pub secret_file: Option<String>,
     pub packet_size: Option<usize>,
+    pub ping: Option<String>,
+    pub ping_timeout: Option<String>,
 }
 
 /// `clusters[].ssl_headers`: Tomcat `SSLValve` header names.

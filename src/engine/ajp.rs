@@ -59,10 +59,7 @@ pub(super) async fn attempt(
     let router = ctx.router.clone().expect("a routed request");
     let timeouts = router.timeouts();
     let max = settings.packet_size;
-    let connected = match upstream::kept(ctx) {
-        Ok(kept) => kept,
-        Err(new) => upstream::connect(connector, ctx, new).await?,
-    };
+    let connected = upstream::ajp::connection(connector, ctx, settings).await?;
     let (mut up, reused, key) = (connected.stream, connected.reused, connected.key);
     // The body's first part: in the read buffer, or (chunked) its data decoded once.
     let decoded = match req.upload.body {

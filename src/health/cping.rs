@@ -9,9 +9,6 @@ use pingora_load_balancing::Backend;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// The CPong packet.
-const CPONG: [u8; 5] = [b'A', b'B', 0, 1, 9];
-
 pub struct CpingCheck {
     pub timeout: Duration,
 }
@@ -32,7 +29,7 @@ impl HealthCheck for CpingCheck {
             Ok::<_, std::io::Error>(pong)
         };
         match tokio::time::timeout(self.timeout, exchange).await {
-            Ok(Ok(pong)) if pong == CPONG => Ok(()),
+            Ok(Ok(pong)) if pong == crate::ajp::CPONG_PACKET => Ok(()),
             Ok(Ok(_)) => Error::e_explain(
                 ErrorType::CustomCode("no CPong", 0),
                 "the answer to a CPing was not a CPong",

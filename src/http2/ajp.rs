@@ -40,10 +40,7 @@ pub(super) async fn attempt(
     let router = ctx.router.clone().expect("a routed request");
     let timeouts = router.timeouts();
     let max = settings.packet_size;
-    let connected = match upstream::kept(ctx) {
-        Ok(kept) => kept,
-        Err(new) => upstream::connect(&h2.connector, ctx, new).await?,
-    };
+    let connected = upstream::ajp::connection(&h2.connector, ctx, settings).await?;
     let (mut up, reused, key) = (connected.stream, connected.reused, connected.key);
     let first_len = x.upload.first().len();
     // The body's length for Tomcat, when it is known.

@@ -395,6 +395,34 @@ impl Timeouts {
         }
         item.notes.extend(self.status_notes);
         item.notes.extend(self.notes);
+        // C: after connecting; P (and A, all): before each request.
+        let modes: String = self.ping.iter().map(|(m, _)| m.as_str()).collect();
+        let before_requests = modes.contains('P') || modes.contains('A');
+        let after_connect = modes.contains('C');
+        if before_requests || after_connect {
+            let from = self.ping.iter().map(|p| p.1.clone()).collect::<Vec<_>>();
+            match c.sections.iter_mut().find(|(k, _)| *k == "ajp") {
+                Some((_, ajp)) => {
+                    let when = if before_requests {
+                        "request"
+                    } else {
+                        "connect"
+                    };
+                    ajp.set("ping", Value::Str(when.into()), from.join("; "));
+                    if let Some((v, s)) = &self.ping_timeout {
+                        ajp.set(
+                            "ping_timeout",
+                            Value::Dur((*v).clamp(10, 300_000)),
+                            s.clone(),
+                        );
+                    }
+                }
+                None => c.item.note(format!(
+                    "{}: a CPing before requests is AJP's; these workers do not speak it",
+                    from.join("; ")
+                )),
+            }
+        }
         let interval_mode = self
             .ping
             .iter()
@@ -438,10 +466,6 @@ impl Timeouts {
                 h.set("timeout", Value::Dur((*v).min(max)), s.clone());
             }
             c.sections.push(("health_check", h));
-        } else {
-            for (_, p) in &self.ping {
-                c.item.note(format!("{p}: probes before requests; tether has no per-request probe (see health_check)"));
-            }
         }
     }
 }

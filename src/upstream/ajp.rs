@@ -3,19 +3,20 @@
 //! had closed told apart (it may go again), and the request's body sent in packets as the
 //! server asks for them.
 
-use super::Watch;
+use super::{Connected, Watch};
 use crate::ajp::packet::frame;
 use crate::ajp::{Forward, Tls, TooLarge};
-use crate::config::Ajp;
+use crate::config::{Ajp, AjpPing};
 use crate::pipeline::{self, Failure, RequestCtx};
 use crate::proxy::{write_on_stack, Secure};
+use pingora_core::connectors::TransportConnector;
 use pingora_core::protocols::tls::SslDigest;
 use pingora_core::protocols::Stream;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The server's packets on a connection, read into a buffer: `buf[pos..filled]` is read
 /// and not taken yet.
@@ -133,6 +134,56 @@ pub fn heard(
             502,
             "too many informational (1xx) responses",
         )),
+    }
+}
+
+/// A connection for a try over AJP: a kept one or a new one, then asked with a CPing as
+/// `settings.ping` says.
+pub async fn connection(
+    connector: &TransportConnector,
+    ctx: &RequestCtx,
+    settings: &Ajp,
+) -> Result<Connected, Failure> {
+    let mut connected = match super::kept(ctx) {
+        Ok(kept) => kept,
+        Err(new) => super::connect(connector, ctx, new).await?,
+    };
+    ready(&mut connected.stream, settings, connected.reused).await?;
+    Ok(connected)
+}
+
+/// Asks the server with a CPing before a request goes on `up` (a connection made now, or
+/// `reused`), as `settings.ping` says. A CPong not in `ping_timeout` is a failed connect:
+/// the server is marked down and the request goes to another (nothing of it was sent);
+/// a kept connection the server had closed is `Stale`.
+async fn ready(up: &mut Stream, settings: &Ajp, reused: bool) -> Result<(), Failure> {
+    let ask = match settings.ping {
+        AjpPing::Never => false,
+        AjpPing::Connect => !reused,
+        AjpPing::Request => true,
+    };
+    if !ask {
+        return Ok(());
+    }
+    let exchange = async {
+        let mut ping = Vec::with_capacity(5);
+        crate::ajp::cping(&mut ping);
+        up.write_all(&ping).await?;
+        let mut pong = [0u8; 5];
+        up.read_exact(&mut pong).await?;
+        Ok::<_, std::io::Error>(pong)
+    };
+    match crate::poll_time::timeout(settings.ping_timeout, exchange).await {
+        Ok(Ok(pong)) if pong == crate::ajp::CPONG_PACKET => Ok(()),
+        Ok(Ok(_)) => Err(Failure::Connect(
+            "the answer to a CPing was not a CPong".into(),
+        )),
+        Ok(Err(_)) if reused => Err(Failure::Stale),
+        Ok(Err(e)) => Err(Failure::Connect(format!("AJP CPing: {e}"))),
+        Err(_) => Err(Failure::Connect(format!(
+            "no CPong in {:?} (ping_timeout)",
+            settings.ping_timeout
+        ))),
     }
 }
 
