@@ -254,6 +254,23 @@ async fn real_tomcats_over_ajp_see_the_client_and_keep_their_sessions() {
         "HTTP/2"
     );
 
+    // A client certificate issued by an intermediate CA: Tomcat gets the chain the
+    // client sent (leaf, then intermediate), as mod_jk's `+ForwardSSLCertChain` sends it.
+    let out = Command::new("curl")
+        .args(["-s", "--max-time", "10", "--cacert", &pki.path("ca.pem")])
+        .args(["--cert", &pki.path("client-chained.crt")])
+        .args(["--key", &pki.path("client-chained.key")])
+        .args([
+            "--resolve",
+            &format!("a.test:{}:127.0.0.1", secure.addr.port()),
+        ])
+        .arg(format!("https://a.test:{}/echo.jsp", secure.addr.port()))
+        .output()
+        .expect("curl");
+    let page = lines(&out.stdout);
+    assert!(page["cert"].contains("CN=client two"), "{page:?}");
+    assert_eq!(page["chain"], "2", "the leaf and its intermediate");
+
     // A killed instance: its sessions fail over to the other one, which starts them anew,
     // and no client sees an error (mod_jk's failover, over AJP).
     let mut on_tc1 = Vec::new();
@@ -301,7 +318,8 @@ async fn a_stopped_tomcat_is_noticed_by_its_cping_and_its_requests_fail_over() {
     // The signal is delivered on its own time: wait until the JVM is stopped (state `T`).
     let stopped = || {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T'))
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('T'))
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while !stopped() {

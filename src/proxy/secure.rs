@@ -52,15 +52,22 @@ impl Secure {
 }
 
 impl Secure {
-    /// The client certificate as PEM, in lines of 64 (what AJP's `ssl_cert` carries).
+    /// The client certificate and the chain it sent after it, as PEM in lines of 64 (what
+    /// AJP's `ssl_cert` carries, as mod_jk's `+ForwardSSLCertChain` sends it; Tomcat reads
+    /// the chain from it).
     pub fn client_cert_pem(&self) -> Option<String> {
-        let b64 = self.client_cert_base64()?;
-        let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
-        for chunk in b64.as_bytes().chunks(64) {
-            out.push_str(std::str::from_utf8(chunk).unwrap_or_default());
-            out.push('\n');
+        let conn = self.conn()?;
+        let leaf = conn.client_cert_der.as_ref()?;
+        let mut out = String::new();
+        for der in std::iter::once(leaf).chain(&conn.client_chain_der) {
+            let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+            out.push_str("-----BEGIN CERTIFICATE-----\n");
+            for chunk in b64.as_bytes().chunks(64) {
+                out.push_str(std::str::from_utf8(chunk).unwrap_or_default());
+                out.push('\n');
+            }
+            out.push_str("-----END CERTIFICATE-----\n");
         }
-        out.push_str("-----END CERTIFICATE-----\n");
         Some(out)
     }
 }

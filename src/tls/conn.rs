@@ -16,6 +16,8 @@ pub struct ConnTls {
     pub facts: Arc<tether_plugins::TlsFacts>,
     /// The client certificate (DER), when one was presented and verified.
     pub client_cert_der: Option<Vec<u8>>,
+    /// The certificates the client sent after its own (DER), intermediates to its CA.
+    pub client_chain_der: Vec<Vec<u8>>,
     /// The TLS session id, hex.
     pub session_id: Option<String>,
     /// Secret bits of the cipher (Tomcat's `ssl_cipher_usekeysize`).
@@ -24,6 +26,16 @@ pub struct ConnTls {
 
 impl ConnTls {
     fn of(ssl: &SslRef) -> ConnTls {
+        let client_cert_der = ssl.peer_certificate().and_then(|c| c.to_der().ok());
+        // A server's view of the chain may or may not hold the leaf: it is left out here.
+        let client_chain_der = match (&client_cert_der, ssl.peer_cert_chain()) {
+            (Some(leaf), Some(chain)) => chain
+                .iter()
+                .filter_map(|c| c.to_der().ok())
+                .filter(|der| der != leaf)
+                .collect(),
+            _ => Vec::new(),
+        };
         ConnTls {
             facts: Arc::new(tether_plugins::TlsFacts {
                 sni: ssl.servername(NameType::HOST_NAME).map(Into::into),
@@ -32,7 +44,8 @@ impl ConnTls {
                     .peer_certificate()
                     .map(|c| distinguished_name(c.subject_name()).into()),
             }),
-            client_cert_der: ssl.peer_certificate().and_then(|c| c.to_der().ok()),
+            client_cert_der,
+            client_chain_der,
             session_id: ssl
                 .session()
                 .map(|s| s.id().iter().map(|b| format!("{b:02x}")).collect())

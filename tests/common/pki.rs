@@ -1,7 +1,7 @@
 //! Test certificates, generated per test run (no private key is committed): a CA, server
 //! certificates for `a.test` (the default), `b.test` (by SNI) and `127.0.0.1`/`localhost`
-//! (`loopback`, for a TLS Redis), a client certificate, an expired certificate and a key that
-//! fits nothing.
+//! (`loopback`, for a TLS Redis), a client certificate, one issued by an intermediate CA
+//! (`client-chained`), an expired certificate and a key that fits nothing.
 #![allow(dead_code)]
 
 use rcgen::{
@@ -61,6 +61,17 @@ impl Pki {
             write(&format!("{file}.crt"), &cert);
             write(&format!("{file}.key"), &key);
         }
+        // A client certificate issued by an intermediate CA, its file holding the chain
+        // (leaf, then intermediate) as a client sends it.
+        let mut mid = CertificateParams::new(Vec::<String>::new()).unwrap();
+        mid.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        mid.distinguished_name
+            .push(DnType::CommonName, "tether test intermediate");
+        let mid_key = KeyPair::generate().unwrap();
+        let mid = mid.signed_by(&mid_key, &ca, &ca_key).unwrap();
+        let (cert, key) = leaf(&["client2.test"], "client two", &mid, &mid_key, true);
+        write("client-chained.crt", &format!("{cert}{}", mid.pem()));
+        write("client-chained.key", &key);
         // An expired certificate for a.test.
         let mut p = CertificateParams::new(vec!["a.test".to_string()]).unwrap();
         p.not_before = date_time_ymd(2001, 1, 1);

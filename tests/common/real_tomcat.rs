@@ -68,6 +68,7 @@ secure=<%= request.isSecure() %>
 cipher=<%= request.getAttribute("jakarta.servlet.request.cipher_suite") %>
 keysize=<%= request.getAttribute("jakarta.servlet.request.key_size") %>
 cert=<%= chain == null ? "none" : chain[0].getSubjectX500Principal().getName() %>
+chain=<%= chain == null ? 0 : chain.length %>
 header=<%= request.getHeader("X-Test") %>
 ghost=<%= request.getAttribute("ghost") %>
 body=<%= n %>/<%= sum %>
