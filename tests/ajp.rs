@@ -348,3 +348,93 @@ async fn a_stopped_tomcat_is_noticed_by_its_cping_and_its_requests_fail_over() {
         "the POST went whole to tc2"
     );
 }
+
+/// tether's peak resident memory (`VmHWM`), in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Large bodies both ways over AJP, streamed: a 10 MB upload (with a length, and chunked)
+/// arrives whole; a 100 MiB answer reaches the client without tether holding it (its peak
+/// memory grows by far less); a servlet's flush reaches the client before the servlet
+/// goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_bodies_stream_both_ways_and_a_flush_reaches_the_client() {
+    let dir = scratch_dir("ajp-large");
+    let Some(tomcats) = RealTomcat::start_all(&dir, &["tc1"]) else {
+        println!("skipped: tomcat10 not installed");
+        return;
+    };
+    let t = tether_over_ajp(&tomcats, &dir, AJP_SECRET, "");
+    let url = |path: &str| format!("http://{}{path}", t.addr);
+
+    let upload: Vec<u8> = (0..10_000_000u32).map(|i| (i % 253) as u8).collect();
+    let sum: u64 = upload.iter().map(|&b| u64::from(b)).sum();
+    let file = dir.join("upload.bin");
+    std::fs::write(&file, &upload).unwrap();
+    for chunked in [false, true] {
+        let mut curl = Command::new("curl");
+        curl.args(["-s", "--max-time", "60"]);
+        if chunked {
+            curl.args(["-H", "Transfer-Encoding: chunked"]);
+        }
+        let out = curl
+            .args(["--data-binary", &format!("@{}", file.display())])
+            .arg(url("/echo.jsp"))
+            .output()
+            .expect("curl");
+        assert_eq!(
+            lines(&out.stdout)["body"],
+            format!("{}/{sum}", upload.len()),
+            "chunked: {chunked}"
+        );
+    }
+
+    let before = peak_kib(t.pid());
+    let out = Command::new("curl")
+        .args(["-s", "--max-time", "120", "-o", "/dev/null"])
+        .args(["-w", "%{http_code} %{size_download}"])
+        .arg(url("/big.jsp?mib=100"))
+        .output()
+        .expect("curl");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("200 {}", 100u64 << 20)
+    );
+    let grew = peak_kib(t.pid()).saturating_sub(before);
+    assert!(
+        grew < 32 * 1024,
+        "tether's peak memory grew by {grew} KiB for 100 MiB"
+    );
+
+    let gate = dir.join("gate");
+    let mut raw = std::net::TcpStream::connect(t.addr).unwrap();
+    raw.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let request = format!(
+        "GET /flush.jsp?gate={} HTTP/1.1\r\nHost: shop.example\r\nConnection: close\r\n\r\n",
+        gate.display()
+    );
+    raw.write_all(request.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("first;") {
+        let n = raw
+            .read(&mut buf)
+            .expect("the flushed part, while the servlet waits");
+        assert!(
+            n > 0,
+            "the connection ended: {}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+    std::fs::write(&gate, b"go").unwrap();
+    raw.read_to_end(&mut got).unwrap();
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.contains("second"), "{text}");
+    drop(tomcats);
+    let _ = std::fs::remove_dir_all(&dir);
+}

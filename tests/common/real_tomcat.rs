@@ -74,6 +74,23 @@ ghost=<%= request.getAttribute("ghost") %>
 body=<%= n %>/<%= sum %>
 "#;
 
+/// `?mib=N` MiB of text, written as it is made (no length: the connector frames it).
+const BIG_JSP: &str = r#"<%@ page contentType="application/octet-stream" session="false" trimDirectiveWhitespaces="true" %><%
+  int mib = Integer.parseInt(request.getParameter("mib"));
+  char[] block = new char[65536];
+  for (int i = 0; i < block.length; i++) block[i] = (char) ('a' + i % 26);
+  for (int i = 0; i < mib * 16; i++) out.write(block);
+%>"#;
+
+/// `first;`, flushed, then (once the file `?gate=` exists, within 10 s) `second`.
+const FLUSH_JSP: &str = r#"<%@ page contentType="text/plain" session="false" trimDirectiveWhitespaces="true" %><%
+  out.print("first;");
+  out.flush();
+  java.io.File gate = new java.io.File(request.getParameter("gate"));
+  for (int i = 0; i < 200 && !gate.exists(); i++) Thread.sleep(50);
+  out.print(gate.exists() ? "second" : "timeout");
+%>"#;
+
 /// The AJP connector's `secret` on every instance (`secretRequired="true"`).
 pub const AJP_SECRET: &str = "tether-test-secret";
 
@@ -163,6 +180,8 @@ impl RealTomcat {
         std::fs::write(base.join("webapps/ROOT/index.jsp"), INDEX_JSP).unwrap();
         std::fs::write(base.join("webapps/ROOT/sessions.jsp"), SESSIONS_JSP).unwrap();
         std::fs::write(base.join("webapps/ROOT/echo.jsp"), ECHO_JSP).unwrap();
+        std::fs::write(base.join("webapps/ROOT/big.jsp"), BIG_JSP).unwrap();
+        std::fs::write(base.join("webapps/ROOT/flush.jsp"), FLUSH_JSP).unwrap();
         let mut t = RealTomcat {
             route: route.to_string(),
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
