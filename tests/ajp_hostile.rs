@@ -254,3 +254,70 @@ async fn a_cping_health_check_marks_down_a_server_that_gives_no_cpong() {
     );
     assert!(!log.contains("server alive: health check failed"), "{log}");
 }
+
+/// A server that answers its head first and then reads the request's body (a servlet that
+/// commits its answer before it reads): it asks with `GET_BODY_CHUNK` until the body's
+/// end, and answers how many bytes it got.
+async fn reads_after_its_head() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Some(forward) = read_packet(&mut s).await else {
+                    return;
+                };
+                assert_eq!(forward[0], 2, "a FORWARD_REQUEST");
+                // The first body packet, which follows the request unasked.
+                let mut got = read_packet(&mut s).await.unwrap().len().saturating_sub(2);
+                let head = [4, 0, 200, 0, 2, b'O', b'K', 0, 0, 0];
+                s.write_all(&packet(&head)).await.unwrap();
+                loop {
+                    s.write_all(&packet(&[6, 0x1F, 0xFA])).await.unwrap();
+                    let data = read_packet(&mut s).await.unwrap().len().saturating_sub(2);
+                    if data == 0 {
+                        break;
+                    }
+                    got += data;
+                }
+                let text = format!("got {got}");
+                let mut chunk = vec![3];
+                chunk.extend_from_slice(&(text.len() as u16).to_be_bytes());
+                chunk.extend_from_slice(text.as_bytes());
+                chunk.push(0);
+                let mut out = packet(&chunk);
+                out.extend(packet(&[5, 0]));
+                let _ = s.write_all(&out).await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_reads_the_body_after_its_head_gets_all_of_it() {
+    let addr = reads_after_its_head().await;
+    let t = Tether::start_with(Opts {
+        cluster: format!(
+            "    ajp: {{}}\n    servers:\n      - {{ name: s1, address: \"{addr}\" }}\n"
+        ),
+        listener_extra: "    http1: engine\n    h2c: true\n".into(),
+        ..Opts::default()
+    });
+    let dir = common::scratch_dir("ajp-late-body");
+    let file = dir.join("body.bin");
+    std::fs::write(&file, vec![b'x'; 20_000]).unwrap();
+    for version in ["--http1.1", "--http2-prior-knowledge"] {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "--max-time", "10", version])
+            .args(["--data-binary", &format!("@{}", file.display())])
+            .arg(format!("http://{}/x", t.addr))
+            .output()
+            .expect("curl");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "got 20000",
+            "{version}"
+        );
+    }
+}

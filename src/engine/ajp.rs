@@ -1,26 +1,20 @@
-//! One try of a request on tether's engine to a server that speaks AJP/1.3: the request as
-//! `FORWARD_REQUEST` (the client's facts as AJP carries them natively: its address, the
-//! host and port it addressed, its TLS and certificate, the route chosen, the connector's
-//! secret) with the body's first packet, the rest of the body as the server asks for it,
-//! then the answer's head written for the client as HTTP/1.1 and its body relayed, framed
-//! by its `Content-Length` or chunked.
-//!
-//! A body larger than `request_buffer`, or chunked, is read from the client as the server
-//! asks for it (de-chunked: AJP carries data), and then the request is not sent again.
-//! Upgrades are not carried over AJP (501).
+//! The engine's side of a try over AJP/1.3 (the try itself is `upstream::ajp::exchange`'s):
+//! the request as `FORWARD_REQUEST` from the connection's buffers, the body's first part
+//! from the read buffer (decoded once when chunked) and the rest read from the client as
+//! the server asks for it, and the answer written for the client as HTTP/1.1, framed by
+//! its `Content-Length`, else chunked (until close for HTTP/1.0). Upgrades are not carried
+//! over AJP (501).
 
 use super::answer;
 use super::conn::{to_client, Conn};
 use super::exchange::Request;
-use crate::ajp::{self, Message};
+use crate::ajp;
 use crate::config::Ajp;
 use crate::http1::framing::Body;
 use crate::http1::head::Refusal;
 use crate::pipeline::{Failure, Relayed, RequestCtx, Stop};
 use crate::proxy::write_on_stack;
-use crate::upstream::ajp::Packets;
-use crate::upstream::{self, pool};
-use log::warn;
+use crate::upstream;
 use pingora_core::connectors::TransportConnector;
 
 /// Fields of the client's hop only, or that AJP carries otherwise; never sent.
@@ -40,10 +34,6 @@ const NO_UPGRADE: Refusal = Refusal {
     status: 501,
     why: "501 Not Implemented: upgrades are not carried over AJP\n",
 };
-const HEAD_TOO_LARGE: Refusal = Refusal {
-    status: 431,
-    why: "431 Request Header Fields Too Large: the request does not fit the AJP packet size\n",
-};
 
 pub(super) async fn attempt(
     connector: &TransportConnector,
@@ -56,250 +46,205 @@ pub(super) async fn attempt(
     if req.upgrade {
         return Err(Failure::Body(Stop::Refused(NO_UPGRADE)));
     }
-    let router = ctx.router.clone().expect("a routed request");
-    let timeouts = router.timeouts();
-    let max = settings.packet_size;
-    let connected = upstream::ajp::connection(connector, ctx, settings).await?;
-    let (mut up, reused, key) = (connected.stream, connected.reused, connected.key);
     // The body's first part: in the read buffer, or (chunked) its data decoded once.
     let decoded = match req.upload.body {
         Body::Chunked => Some(req.upload.first_data(&c.buf).into_owned()),
         _ => None,
     };
     let part = c.head.len..req.upload.used();
-    let first_len = decoded.as_ref().map_or(part.len(), Vec::len);
-    if forward(c, ctx, req, settings).is_err() {
-        warn!(
-            "cluster {}: a request head does not fit the AJP packet size ({max} bytes): 431",
-            router.name
-        );
-        return Err(Failure::Body(Stop::Refused(HEAD_TOO_LARGE)));
-    }
-    // The first body packet goes with the request; the rest when the server asks.
-    let mut sent = first_len.min(max - 6);
-    if sent > 0 {
-        let data = match &decoded {
-            Some(d) => &d[..sent],
-            None => &c.buf[part.start..part.start + sent],
-        };
-        let _ = ajp::body_packet(&mut c.out, data, max);
-    }
-    if let Err(e) = upstream::write_all(&mut up, &c.out, timeouts.read).await {
-        if reused {
-            return Err(Failure::Stale);
-        }
-        warn!("cluster {}: writing the request failed: {e}", router.name);
-        return Err(Failure::Upstream(502, "writing the request failed"));
-    }
-    let mut packets = Packets::new();
-    let limits = (max, timeouts.read, reused);
-    // The head, answering the server's requests for body first.
-    let (status, length) = loop {
-        let range = {
-            let Conn {
-                stream,
-                buf,
-                end,
-                up_buf,
-                ..
-            } = &mut *c;
-            // While the body is still the client's to send, its bytes are the body's, not
-            // a next request to read ahead: the client is not read then.
-            let buf: &mut [u8] = match req.upload.is_done() {
-                true => buf,
-                false => &mut [],
-            };
-            let mut client = super::exchange::Watched { stream, buf, end };
-            match packets.next(&mut up, up_buf, limits, &mut client).await {
-                // Once the body streamed, nothing is sent again.
-                Err(Failure::Stale) if req.upload.streamed() => {
-                    return Err(Failure::Upstream(502, "the server closed the connection"))
-                }
-                r => r?,
-            }
-        };
-        let message =
-            ajp::response::parse(&c.up_buf[range]).map_err(|m| Failure::Upstream(502, m.0))?;
-        match message {
-            Message::GetBody(n) => {
-                let want = usize::from(n).min(max - 6);
-                let wrote = if sent < first_len {
-                    let k = want.min(first_len - sent);
-                    let data = match &decoded {
-                        Some(d) => &d[sent..sent + k],
-                        None => &c.buf[part.start + sent..part.start + sent + k],
-                    };
-                    c.out.clear();
-                    let _ = ajp::body_packet(&mut c.out, data, max);
-                    sent += k;
-                    upstream::write_all(&mut up, &c.out, timeouts.read).await
-                } else if !req.upload.is_done() {
-                    // The rest streams from the client as the server asks for it.
-                    let since = ctx.start;
-                    let more = req.upload.more(c, want, &req.limits, since).await;
-                    more.map_err(Failure::Body)?;
-                    let len = c.out.len() as u16;
-                    let header = ajp::body_packet_header(len);
-                    match upstream::write_all(&mut up, &header, timeouts.read).await {
-                        Ok(()) if len > 0 => {
-                            upstream::write_all(&mut up, &c.out, timeouts.read).await
-                        }
-                        r => r,
-                    }
-                } else {
-                    upstream::write_all(&mut up, &ajp::END_OF_BODY, timeouts.read).await
-                };
-                if wrote.is_err() {
-                    return Err(Failure::Upstream(502, "writing the request body failed"));
-                }
-            }
-            Message::Headers { status, fields, .. } => {
-                let streamed = req.upload.streamed();
-                let may_retry = || !streamed && super::exchange::idempotent(c);
-                if !upstream::ajp::heard(ctx, status, fields.clone(), may_retry)? {
-                    continue;
-                }
-                let length = client_head(&mut c.out, status, fields, req);
-                break (status, length);
-            }
-            _ => {
-                return Err(Failure::Upstream(
-                    502,
-                    "an AJP message before the answer's head",
-                ))
-            }
-        }
+    // The server's packets are read into the connection's server buffer, lent for the
+    // try (it is the record's again after it).
+    let mut buf = std::mem::take(&mut c.up_buf);
+    let mut side = Side {
+        c,
+        req,
+        listener,
+        first: match decoded {
+            Some(data) => First::Decoded(data),
+            None => First::Read(part),
+        },
+        chunked: false,
+        client_keep: false,
+        pending: false,
+        started: false,
     };
-    let chunked = length.is_none() && has_body(status, req) && !req.http10;
-    let client_keep = req.keeps() && (length.is_some() || chunked || !has_body(status, req));
-    if !client_keep {
-        answer::field(&mut c.out, b"Connection", b"close");
-    } else if req.http10 {
-        answer::field(&mut c.out, b"Connection", b"keep-alive");
-    }
-    if chunked {
-        answer::field(&mut c.out, b"Transfer-Encoding", b"chunked");
-    }
-    c.out.extend_from_slice(b"\r\n");
-    let mut head_out = false;
-    // What the answer's `Content-Length` still allows: the client reads no more than that,
-    // so a server that sends more (or less) has the client's connection closed, never
-    // bytes of its own taken for the next answer.
-    let mut left = length;
-    let reuse = loop {
-        let range = {
-            let Conn {
-                stream,
-                buf,
-                end,
-                up_buf,
-                ..
-            } = &mut *c;
-            let mut client = super::exchange::Watched { stream, buf, end };
-            match packets.next(&mut up, up_buf, limits, &mut client).await {
-                Ok(r) => r,
-                Err(Failure::Client(_)) => return Err(Failure::Client(status)),
-                Err(f) => {
-                    warn!("cluster {}: the answer's body over AJP: {f:?}", router.name);
-                    return Err(Failure::Client(status));
-                }
-            }
-        };
-        let message = match ajp::response::parse(&c.up_buf[range.clone()]) {
-            Ok(m) => m,
-            Err(m) => {
-                warn!("cluster {}: {}", router.name, m.0);
-                return Err(Failure::Client(status));
-            }
-        };
-        match message {
-            Message::Body(data) if !data.is_empty() && has_body(status, req) => {
-                if let Some(n) = left.as_mut() {
-                    if data.len() as u64 > *n {
-                        let why = "an answer's body longer than its Content-Length";
-                        return Err(cut(head_out, status, why));
-                    }
-                    *n -= data.len() as u64;
-                }
-                if !head_out {
-                    head_out = true;
-                } else {
-                    c.out.clear();
-                }
-                if chunked {
-                    let mut size = [0u8; 48];
-                    let size = write_on_stack(&mut size, format_args!("{:x}", data.len()));
-                    c.out.extend_from_slice(size);
-                    c.out.extend_from_slice(b"\r\n");
-                }
-                let (start, len) = (range.start + 3, data.len());
-                c.out.extend_from_slice(&c.up_buf[start..start + len]);
-                if chunked {
-                    c.out.extend_from_slice(b"\r\n");
-                }
-                if to_client(&mut c.stream, &c.out, &req.limits, listener)
-                    .await
-                    .is_err()
-                {
-                    return Err(Failure::Client(status));
-                }
-            }
-            Message::Body(_) => {}
-            Message::End { .. } if left.is_some_and(|n| n > 0) => {
-                let why = "an answer's body shorter than its Content-Length";
-                return Err(cut(head_out, status, why));
-            }
-            Message::End { reuse } => break reuse,
-            Message::GetBody(_) => {
-                c.out.clear();
-                c.out.extend_from_slice(&ajp::END_OF_BODY);
-                let _ = upstream::write_all(&mut up, &c.out, timeouts.read).await;
-            }
-            _ => {
-                warn!(
-                    "cluster {}: an AJP message inside the answer's body",
-                    router.name
-                );
-                return Err(Failure::Client(status));
-            }
-        }
-    };
-    if !head_out {
-        // No body: the head alone (or with the chunked body's end).
-        if chunked {
-            c.out.extend_from_slice(b"0\r\n\r\n");
-        }
-    } else {
-        c.out.clear();
-        if chunked {
-            c.out.extend_from_slice(b"0\r\n\r\n");
-        }
-    }
-    if !c.out.is_empty()
-        && to_client(&mut c.stream, &c.out, &req.limits, listener)
-            .await
-            .is_err()
-    {
-        return Err(Failure::Client(status));
-    }
-    if reuse && packets.clean() && req.upload.is_done() {
-        pool::put(key, up, req.pool_size, timeouts.idle);
-    }
-    Ok(Relayed {
-        status,
-        client_keep,
-    })
+    let relayed = upstream::ajp::exchange(&mut side, &mut buf, connector, ctx, settings).await;
+    side.c.up_buf = buf;
+    relayed
 }
 
-/// A server's answer that breaks its own framing: 502 while nothing of it went out, else
-/// the client's connection is cut (its status logged).
-fn cut(head_out: bool, status: u16, why: &'static str) -> Failure {
-    match head_out {
-        false => Failure::Upstream(502, why),
-        true => {
-            warn!("{why} over AJP: the client's connection is cut");
-            Failure::Client(status)
+/// Where the body's first part is.
+enum First {
+    /// In the read buffer, as the client sent it.
+    Read(std::ops::Range<usize>),
+    /// Decoded from a chunked body.
+    Decoded(Vec<u8>),
+}
+
+/// The engine's side of a try over AJP: the request from the connection's buffers, the
+/// answer written as HTTP/1.1 (by its `Content-Length`, else chunked, else until close for
+/// HTTP/1.0).
+struct Side<'a> {
+    c: &'a mut Conn,
+    req: &'a mut Request,
+    listener: &'a str,
+    first: First,
+    chunked: bool,
+    client_keep: bool,
+    /// The head waits in `c.out` to go out with the first part of the body.
+    pending: bool,
+    started: bool,
+}
+
+impl Side<'_> {
+    async fn write(&mut self) -> Result<(), ()> {
+        self.started = true;
+        to_client(
+            &mut self.c.stream,
+            &self.c.out,
+            &self.req.limits,
+            self.listener,
+        )
+        .await
+        .map_err(|_| ())
+    }
+}
+
+impl upstream::ajp::ClientSide for Side<'_> {
+    fn forward(&mut self, ctx: &RequestCtx, settings: &Ajp) -> Result<(), ajp::TooLarge> {
+        forward(self.c, ctx, self.req, settings)
+    }
+
+    fn first_len(&self) -> usize {
+        match &self.first {
+            First::Read(part) => part.len(),
+            First::Decoded(data) => data.len(),
         }
+    }
+
+    fn first_packet(&mut self, range: std::ops::Range<usize>, max: usize) {
+        let data = match &self.first {
+            First::Read(part) => &self.c.buf[part.start + range.start..part.start + range.end],
+            First::Decoded(data) => &data[range],
+        };
+        let _ = ajp::body_packet(&mut self.c.out, data, max);
+    }
+
+    fn out(&mut self) -> &mut Vec<u8> {
+        &mut self.c.out
+    }
+
+    fn body_done(&self) -> bool {
+        self.req.upload.is_done()
+    }
+
+    fn streamed(&self) -> bool {
+        self.req.upload.streamed()
+    }
+
+    fn idempotent(&self) -> bool {
+        super::exchange::idempotent(self.c)
+    }
+
+    async fn more(&mut self, want: usize, ctx: &RequestCtx) -> Result<(), Stop> {
+        let limits = self.req.limits;
+        self.req.upload.more(self.c, want, &limits, ctx.start).await
+    }
+
+    fn watch(&mut self) -> impl upstream::Watch + '_ {
+        let Conn {
+            stream, buf, end, ..
+        } = &mut *self.c;
+        // While the body is still the client's to send, its bytes are the body's, not a
+        // next request to read ahead: the client is not read then.
+        let buf: &mut [u8] = match self.req.upload.is_done() {
+            true => buf,
+            false => &mut [],
+        };
+        super::exchange::Watched { stream, buf, end }
+    }
+
+    async fn head(
+        &mut self,
+        status: u16,
+        fields: ajp::ResponseHeaders<'_>,
+        length: Option<u64>,
+    ) -> Result<bool, ()> {
+        let req = &*self.req;
+        let out = &mut self.c.out;
+        let body = has_body(status, req);
+        client_head(out, status, fields, length);
+        // A length does not frame an answer without a body, but is passed on (HEAD).
+        let length = length.filter(|_| body);
+        self.chunked = length.is_none() && body && !req.http10;
+        self.client_keep = req.keeps() && (length.is_some() || self.chunked || !body);
+        if !self.client_keep {
+            answer::field(out, b"Connection", b"close");
+        } else if req.http10 {
+            answer::field(out, b"Connection", b"keep-alive");
+        }
+        if self.chunked {
+            answer::field(out, b"Transfer-Encoding", b"chunked");
+        }
+        out.extend_from_slice(b"\r\n");
+        self.pending = true;
+        Ok(body)
+    }
+
+    async fn flush(&mut self) -> Result<(), ()> {
+        if !std::mem::take(&mut self.pending) {
+            return Ok(());
+        }
+        self.write().await
+    }
+
+    async fn data(&mut self, data: &[u8]) -> Result<(), ()> {
+        // The head goes out with the first part, in one write.
+        if !std::mem::take(&mut self.pending) {
+            self.c.out.clear();
+        }
+        let out = &mut self.c.out;
+        if self.chunked {
+            let mut size = [0u8; 48];
+            out.extend_from_slice(write_on_stack(&mut size, format_args!("{:x}", data.len())));
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(data);
+        if self.chunked {
+            out.extend_from_slice(b"\r\n");
+        }
+        self.write().await
+    }
+
+    async fn end(&mut self) -> Result<(), ()> {
+        // The head alone (no body), or the chunked body's end.
+        if !std::mem::take(&mut self.pending) {
+            self.c.out.clear();
+        }
+        if self.chunked {
+            self.c.out.extend_from_slice(b"0\r\n\r\n");
+        }
+        match self.c.out.is_empty() {
+            true => Ok(()),
+            false => self.write().await,
+        }
+    }
+
+    fn started(&self) -> bool {
+        self.started
+    }
+
+    fn abort(&mut self) {
+        // The connection closes after a failure once the answer started: the client
+        // sees an answer cut short, never bytes of tether's own.
+    }
+
+    fn client_keep(&self) -> bool {
+        self.client_keep
+    }
+
+    fn pool_size(&self) -> usize {
+        self.req.pool_size
     }
 }
 
@@ -309,16 +254,15 @@ fn has_body(status: u16, req: &Request) -> bool {
 }
 
 /// The client's head from the server's, in `out` (less its empty line): the status line
-/// and the fields, less those of the server's hop and `$WS*`. The answer's length, when
-/// the server gave one.
+/// and the fields, less those of the server's hop, `$WS*`, and a `Content-Length` that is
+/// not one number (`length` is the one that is).
 fn client_head(
     out: &mut Vec<u8>,
     status: u16,
     fields: ajp::ResponseHeaders<'_>,
-    req: &Request,
-) -> Option<u64> {
+    length: Option<u64>,
+) {
     answer::status_line(out, status);
-    let mut length = None;
     for (name, value) in fields {
         let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
         if is(b"connection") || is(b"keep-alive") || is(b"transfer-encoding") {
@@ -327,18 +271,11 @@ fn client_head(
         if name.len() >= 3 && name[..3].eq_ignore_ascii_case(b"$ws") {
             continue;
         }
-        if is(b"content-length") {
-            length = std::str::from_utf8(value)
-                .ok()
-                .and_then(|v| v.trim().parse().ok());
-            if length.is_none() {
-                continue;
-            }
+        if is(b"content-length") && length.is_none() {
+            continue;
         }
         answer::field(out, name, value);
     }
-    // A length does not frame an answer without a body, but is passed on (HEAD).
-    length.filter(|_| has_body(status, req))
 }
 
 /// The request as `FORWARD_REQUEST`, in `c.out` (cleared).

@@ -1,20 +1,17 @@
-//! One try of an HTTP/2 stream's request to a server that speaks AJP/1.3: the request as
-//! `FORWARD_REQUEST` (`protocol` `HTTP/2.0`; the host from `:authority`), the body in
-//! packets as the server asks, then the answer's head and body sent on the stream within
-//! the client's window. A body larger than what was read before the try streams from the
-//! client as the server asks for it, and the request is not sent again after that.
+//! An HTTP/2 stream's side of a try over AJP/1.3 (the try itself is
+//! `upstream::ajp::exchange`'s): the request as `FORWARD_REQUEST` (`protocol` `HTTP/2.0`;
+//! the host from `:authority`), the body's first part and then the rest from the stream as
+//! the server asks for it, and the answer as a head and data within the client's window.
 
 use super::exchange::{response, Exchange, ResetWatch};
 use super::{send, Http2};
-use crate::ajp::{self, Message};
-use crate::config::Ajp;
-use crate::http1::head::Refusal;
+use crate::ajp;
+use crate::config::{Ajp, ListenerLimits};
 use crate::pipeline::{self, Failure, Relayed, RequestCtx, Stop};
 use crate::proxy::write_on_stack;
-use crate::upstream::ajp::Packets;
-use crate::upstream::{self, pool};
+use crate::upstream;
 use bytes::Bytes;
-use log::warn;
+use h2::SendStream;
 
 /// Fields that AJP carries otherwise or that are of the client's hop.
 const HOP: [&str; 6] = [
@@ -26,154 +23,158 @@ const HOP: [&str; 6] = [
     "expect",
 ];
 
-const HEAD_TOO_LARGE: Refusal = Refusal {
-    status: 431,
-    why: "431 Request Header Fields Too Large: the request does not fit the AJP packet size\n",
-};
-
 pub(super) async fn attempt(
     h2: &Http2,
     x: &mut Exchange<'_>,
     ctx: &mut RequestCtx,
     settings: &Ajp,
 ) -> Result<Relayed, Failure> {
-    let router = ctx.router.clone().expect("a routed request");
-    let timeouts = router.timeouts();
-    let max = settings.packet_size;
-    let connected = upstream::ajp::connection(&h2.connector, ctx, settings).await?;
-    let (mut up, reused, key) = (connected.stream, connected.reused, connected.key);
-    let first_len = x.upload.first().len();
-    // The body's length for Tomcat, when it is known.
-    let whole = x.upload.is_done().then_some(first_len);
-    if forward(x, ctx, settings, whole).is_err() {
-        warn!(
-            "cluster {}: a request head does not fit the AJP packet size ({max} bytes): 431",
-            router.name
-        );
-        return Err(Failure::Body(Stop::Refused(HEAD_TOO_LARGE)));
-    }
-    let mut sent = first_len.min(max - 6);
-    if sent > 0 {
-        let _ = ajp::body_packet(&mut x.out, &x.upload.first()[..sent], max);
-    }
-    if let Err(e) = upstream::write_all(&mut up, &x.out, timeouts.read).await {
-        if reused {
-            return Err(Failure::Stale);
-        }
-        warn!("cluster {}: writing the request failed: {e}", router.name);
-        return Err(Failure::Upstream(502, "writing the request failed"));
-    }
-    let mut packets = Packets::new();
-    let limits = (max, timeouts.read, reused);
+    // The server's packets are read into the exchange's buffer, lent for the try.
+    let mut buf = std::mem::take(&mut x.buf);
     let head_request = x.parts.method == http::Method::HEAD;
-    let (status, mut sending, mut ended) = loop {
-        let mut client = ResetWatch(x.respond);
-        let range = packets
-            .next(&mut up, &mut x.buf, limits, &mut client)
-            .await?;
-        let message =
-            ajp::response::parse(&x.buf[range]).map_err(|m| Failure::Upstream(502, m.0))?;
-        match message {
-            Message::GetBody(n) => {
-                let want = usize::from(n).min(max - 6);
-                let wrote = if sent < first_len {
-                    let k = want.min(first_len - sent);
-                    x.out.clear();
-                    let data = &x.upload.first()[sent..sent + k];
-                    let _ = ajp::body_packet(&mut x.out, data, max);
-                    sent += k;
-                    upstream::write_all(&mut up, &x.out, timeouts.read).await
-                } else {
-                    // The rest streams from the client as the server asks for it.
-                    let more = x.upload.more(want, &ctx.limits, ctx.start, &mut x.out);
-                    more.await.map_err(Failure::Body)?;
-                    let header = ajp::body_packet_header(x.out.len() as u16);
-                    match upstream::write_all(&mut up, &header, timeouts.read).await {
-                        Ok(()) if !x.out.is_empty() => {
-                            upstream::write_all(&mut up, &x.out, timeouts.read).await
-                        }
-                        r => r,
-                    }
-                };
-                if wrote.is_err() {
-                    return Err(Failure::Upstream(502, "writing the request body failed"));
-                }
-            }
-            Message::Headers { status, fields, .. } => {
-                let method = x.parts.method.as_str().as_bytes();
-                let may_retry = || pipeline::idempotent(method);
-                if !upstream::ajp::heard(ctx, status, fields.clone(), may_retry)? {
-                    continue;
-                }
-                let no_body = head_request || status == 204 || status == 304;
-                let head = response(status, fields);
-                match x.respond.send_response(head, no_body) {
-                    Ok(s) => break (status, s, no_body),
-                    Err(_) => return Err(Failure::Client(499)),
-                }
-            }
-            _ => {
-                return Err(Failure::Upstream(
-                    502,
-                    "an AJP message before the answer's head",
-                ))
-            }
-        }
+    let mut side = Side {
+        x,
+        h2,
+        limits: ctx.limits,
+        head_request,
+        sending: None,
+        ended: false,
     };
-    let reuse = loop {
-        // Once the head is sent, the stream's sending half is what a reset ends.
-        let mut client = SendingWatch(&mut sending);
-        let range = match packets.next(&mut up, &mut x.buf, limits, &mut client).await {
-            Ok(r) => r,
-            Err(f) => {
-                warn!("cluster {}: the answer's body over AJP: {f:?}", router.name);
-                sending.send_reset(h2::Reason::INTERNAL_ERROR);
-                return Err(Failure::Client(status));
-            }
-        };
-        match ajp::response::parse(&x.buf[range]) {
-            Ok(Message::Body(data)) if !data.is_empty() && !ended => {
-                let data = Bytes::copy_from_slice(data);
-                if send::data(&mut sending, data, false, &ctx.limits, &h2.name)
-                    .await
-                    .is_err()
-                {
-                    return Err(Failure::Client(status));
-                }
-            }
-            Ok(Message::Body(_)) => {}
-            Ok(Message::End { reuse }) => break reuse,
-            Ok(Message::GetBody(_)) => {
-                x.out.clear();
-                x.out.extend_from_slice(&ajp::END_OF_BODY);
-                let _ = upstream::write_all(&mut up, &x.out, timeouts.read).await;
-            }
-            Ok(_) | Err(_) => {
-                warn!("cluster {}: a broken AJP answer body", router.name);
-                sending.send_reset(h2::Reason::INTERNAL_ERROR);
-                return Err(Failure::Client(status));
-            }
-        }
-    };
-    if !ended {
-        ended = sending.send_data(Bytes::new(), true).is_ok();
-    }
-    if reuse && ended && packets.clean() && x.upload.is_done() {
-        pool::put(key, up, h2.pool_size, timeouts.idle);
-    }
-    Ok(Relayed {
-        status,
-        client_keep: true,
-    })
+    let connector = &h2.connector;
+    let relayed = upstream::ajp::exchange(&mut side, &mut buf, connector, ctx, settings).await;
+    side.x.buf = buf;
+    relayed
 }
 
-/// The stream, once its head is sent, while the server works: gone when the client resets
-/// it.
-struct SendingWatch<'a>(&'a mut h2::SendStream<Bytes>);
+/// The stream's side of a try over AJP: the request from the stream's head and body, the
+/// answer as a head and data within the client's window.
+struct Side<'a, 'x> {
+    x: &'a mut Exchange<'x>,
+    h2: &'a Http2,
+    limits: ListenerLimits,
+    head_request: bool,
+    /// The stream's sending half, once the head went.
+    sending: Option<SendStream<Bytes>>,
+    ended: bool,
+}
 
-impl upstream::Watch for SendingWatch<'_> {
+impl upstream::ajp::ClientSide for Side<'_, '_> {
+    fn forward(&mut self, ctx: &RequestCtx, settings: &Ajp) -> Result<(), ajp::TooLarge> {
+        // The body's length for Tomcat, when it is known.
+        let whole = self.x.upload.is_done().then_some(self.first_len());
+        forward(self.x, ctx, settings, whole)
+    }
+
+    fn first_len(&self) -> usize {
+        self.x.upload.first().len()
+    }
+
+    fn first_packet(&mut self, range: std::ops::Range<usize>, max: usize) {
+        let _ = ajp::body_packet(&mut self.x.out, &self.x.upload.first()[range], max);
+    }
+
+    fn out(&mut self) -> &mut Vec<u8> {
+        &mut self.x.out
+    }
+
+    fn body_done(&self) -> bool {
+        self.x.upload.is_done()
+    }
+
+    fn streamed(&self) -> bool {
+        self.x.upload.streamed()
+    }
+
+    fn idempotent(&self) -> bool {
+        pipeline::idempotent(self.x.parts.method.as_str().as_bytes())
+    }
+
+    async fn more(&mut self, want: usize, ctx: &RequestCtx) -> Result<(), Stop> {
+        let x = &mut *self.x;
+        x.upload
+            .more(want, &self.limits, ctx.start, &mut x.out)
+            .await
+    }
+
+    fn watch(&mut self) -> impl upstream::Watch + '_ {
+        match &mut self.sending {
+            Some(sending) => Watched::Sending(sending),
+            None => Watched::Head(ResetWatch(self.x.respond)),
+        }
+    }
+
+    async fn head(
+        &mut self,
+        status: u16,
+        fields: ajp::ResponseHeaders<'_>,
+        _length: Option<u64>,
+    ) -> Result<bool, ()> {
+        let no_body = self.head_request || status == 204 || status == 304;
+        let head = response(status, fields);
+        let sending = self
+            .x
+            .respond
+            .send_response(head, no_body)
+            .map_err(|_| ())?;
+        self.sending = Some(sending);
+        self.ended = no_body;
+        Ok(!no_body)
+    }
+
+    async fn flush(&mut self) -> Result<(), ()> {
+        Ok(())
+    }
+
+    async fn data(&mut self, data: &[u8]) -> Result<(), ()> {
+        let Some(sending) = self.sending.as_mut() else {
+            return Err(());
+        };
+        let data = Bytes::copy_from_slice(data);
+        send::data(sending, data, false, &self.limits, &self.h2.name)
+            .await
+            .map_err(|_| ())
+    }
+
+    async fn end(&mut self) -> Result<(), ()> {
+        match (&mut self.sending, self.ended) {
+            (_, true) => Ok(()),
+            (Some(sending), false) => sending.send_data(Bytes::new(), true).map_err(|_| ()),
+            (None, false) => Err(()),
+        }
+    }
+
+    fn started(&self) -> bool {
+        self.sending.is_some()
+    }
+
+    fn abort(&mut self) {
+        if let Some(sending) = self.sending.as_mut() {
+            sending.send_reset(h2::Reason::INTERNAL_ERROR);
+        }
+    }
+
+    fn client_keep(&self) -> bool {
+        true
+    }
+
+    fn pool_size(&self) -> usize {
+        self.h2.pool_size
+    }
+}
+
+/// The stream while the server works: before its head went, its reset; after, its
+/// sending half's.
+enum Watched<'a> {
+    Head(ResetWatch<'a>),
+    Sending(&'a mut SendStream<Bytes>),
+}
+
+impl upstream::Watch for Watched<'_> {
     fn poll_gone(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
-        self.0.poll_reset(cx).map(|_| ())
+        match self {
+            Watched::Head(w) => w.poll_gone(cx),
+            Watched::Sending(s) => s.poll_reset(cx).map(|_| ()),
+        }
     }
 }
 

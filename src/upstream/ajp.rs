@@ -1,7 +1,12 @@
-//! The server's side of a try over AJP/1.3 (`crate::ajp`): packets read one at a time into
-//! the front end's buffer while the client is watched, with a kept connection the server
-//! had closed told apart (it may go again), and the request's body sent in packets as the
-//! server asks for them.
+//! The server's side of a try over AJP/1.3 (`crate::ajp`): a connection asked with a
+//! CPing as configured, packets read one at a time into the front end's buffer while the
+//! client is watched, with a kept connection the server had closed told apart (it may go
+//! again), the `FORWARD_REQUEST` of the client's facts, and the try itself for every front
+//! end (`exchange.rs`).
+
+mod exchange;
+
+pub use exchange::{exchange, ClientSide};
 
 use super::{Connected, Watch};
 use crate::ajp::packet::frame;
