@@ -301,7 +301,9 @@ async fn a_server_that_reads_the_body_after_its_head_gets_all_of_it() {
         cluster: format!(
             "    ajp: {{}}\n    servers:\n      - {{ name: s1, address: \"{addr}\" }}\n"
         ),
-        listener_extra: "    http1: engine\n    h2c: true\n".into(),
+        // AJP is tether's own front ends' (the suite's second pass puts listeners that
+        // do not say on Pingora's proxy).
+        listener_extra: "    http1: engine\n    http2: engine\n    h2c: true\n".into(),
         ..Opts::default()
     });
     let dir = common::scratch_dir("ajp-late-body");
