@@ -15,6 +15,8 @@ use common::{scratch_dir, Opts, Tether};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// The page's `key=value` lines.
 fn lines(body: &[u8]) -> HashMap<String, String> {
@@ -437,4 +439,173 @@ async fn large_bodies_stream_both_ways_and_a_flush_reaches_the_client() {
     assert!(text.contains("second"), "{text}");
     drop(tomcats);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What `curl` gets of `/echo.jsp` through `t` (a POST of `hello` with `X-Test`), from
+/// the loopback address 127.0.0.7 (a client of its own); `tls`: over TLS to `a.test`, with
+/// `version` (`--http1.1`, `--http2`), and with the client certificate when `cert`.
+fn echo_page(t: &Tether, tls: Option<(&Pki, &str, bool)>) -> HashMap<String, String> {
+    let mut curl = Command::new("curl");
+    curl.args(["-s", "--max-time", "10", "--interface", "127.0.0.7"])
+        .args(["-H", "X-Test: yes", "--data-binary", "hello"]);
+    let url = match tls {
+        None => format!("http://127.0.0.1:{}/echo.jsp?q=1", t.addr.port()),
+        Some((pki, version, cert)) => {
+            curl.args(["--cacert", &pki.path("ca.pem"), version])
+                .args(["--resolve", &format!("a.test:{}:127.0.0.1", t.addr.port())]);
+            if cert {
+                curl.args(["--cert", &pki.path("client.crt")])
+                    .args(["--key", &pki.path("client.key")]);
+            }
+            format!("https://a.test:{}/echo.jsp?q=1", t.addr.port())
+        }
+    };
+    let out = curl.arg(url).output().expect("curl");
+    lines(&out.stdout)
+}
+
+/// The same application over AJP and over HTTP behind `RemoteIpValve` and `SSLValve` (the
+/// way to connect a Tomcat without AJP): for a plain client, and TLS clients on HTTP/1.1
+/// and HTTP/2 with and without a certificate, the servlet API tells the same of the
+/// request, but for what only AJP carries (the client's port and protocol, and the chain
+/// of its certificate: over HTTP, Tomcat sees the port of tether's connection, HTTP/1.1,
+/// and the certificate alone) and the server port of a TLS request, which
+/// `RemoteIpValve` sets to 443.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_ajp_the_application_sees_what_it_sees_over_http_with_the_valves() {
+    let dir = scratch_dir("ajp-side-by-side");
+    let Some(tomcats) = RealTomcat::start_all(&dir, &["tc1"]) else {
+        println!("skipped: tomcat10 not installed");
+        return;
+    };
+    let pki = Pki::new(&dir.join("pki"));
+    let tls = format!(
+        "    http2: engine\n{}      client_auth: {{ ca: {}, mode: optional }}\n",
+        pki.listener_tls(),
+        pki.path("ca.pem")
+    );
+    let over_http = |listener: &str| {
+        Tether::start_with(Opts {
+            cluster: format!(
+                "    ssl_headers: {{}}\n    servers:\n      - {{ name: tc1, address: \"{}\", route: tc1 }}\n",
+                tomcats[0].addr()
+            ),
+            listener_extra: format!("    http1: engine\n{listener}"),
+            ..Opts::default()
+        })
+    };
+    let ajp = (
+        tether_over_ajp(&tomcats, &dir, AJP_SECRET, ""),
+        tether_over_ajp(&tomcats, &dir, AJP_SECRET, &tls),
+    );
+    let http = (over_http(""), over_http(&tls));
+    let cases = [
+        ("plain", None),
+        ("TLS, HTTP/1.1", Some("--http1.1")),
+        ("TLS, HTTP/2", Some("--http2")),
+    ];
+    for (case, version) in cases {
+        for cert in [false, true] {
+            if version.is_none() && cert {
+                continue;
+            }
+            let pages = match version {
+                None => (echo_page(&ajp.0, None), echo_page(&http.0, None)),
+                Some(v) => (
+                    echo_page(&ajp.1, Some((&pki, v, cert))),
+                    echo_page(&http.1, Some((&pki, v, cert))),
+                ),
+            };
+            let (mut over_ajp, mut over_http) = pages;
+            assert_eq!(over_ajp["remote"], "127.0.0.7", "{case}: {over_ajp:?}");
+            assert_eq!(over_ajp["body"], "5/532", "{case}: {over_ajp:?}");
+            for page in [&mut over_ajp, &mut over_http] {
+                page.remove("remote_port");
+                page.remove("protocol");
+                // AJP carries the chain the client sent; SSLValve takes one certificate.
+                page.remove("chain");
+                let server = page["server"].split(':').next().unwrap().to_string();
+                page.insert("server".into(), server);
+            }
+            assert_eq!(over_ajp, over_http, "{case}, certificate: {cert}");
+        }
+    }
+}
+
+/// A Tomcat restarted while requests flow (a crash, then the operator starts it again on
+/// its ports): the requests it was serving go to the other instance, none fails, and once
+/// it is back it serves its share again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tomcat_restarted_under_load_loses_no_request_and_comes_back() {
+    let dir = scratch_dir("ajp-restart");
+    let Some(mut tomcats) = RealTomcat::start_all(&dir, &["tc1", "tc2"]) else {
+        println!("skipped: tomcat10 not installed");
+        return;
+    };
+    let file = dir.join("ajp.secret");
+    std::fs::write(&file, AJP_SECRET).unwrap();
+    let mut cluster = format!(
+        "    recover_after: 1s\n    health_check: {{ kind: cping, interval: 300ms, timeout: 250ms, rise: 1, fall: 1 }}\n    ajp: {{ secret_file: {} }}\n    servers:\n",
+        file.display()
+    );
+    for tc in &tomcats {
+        cluster.push_str(&format!(
+            "      - {{ name: {r}, address: \"{a}\", route: {r} }}\n",
+            r = tc.route(),
+            a = tc.ajp_addr()
+        ));
+    }
+    let t = Tether::start_with(Opts {
+        cluster,
+        listener_extra: "    http1: engine\n".into(),
+        ..Opts::default()
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut load = Vec::new();
+    for _ in 0..4 {
+        let (addr, stop) = (t.addr, stop.clone());
+        load.push(tokio::spawn(async move {
+            let mut answers: Vec<(u16, String)> = Vec::new();
+            let mut client = tether::sim::HttpClient::new(addr);
+            while !stop.load(Ordering::Relaxed) {
+                match client.get("/echo.jsp", &[]).await {
+                    Ok(r) => {
+                        let body = String::from_utf8_lossy(&r.body).into_owned();
+                        answers.push((r.status, body));
+                    }
+                    Err(e) => answers.push((0, e.to_string())),
+                }
+            }
+            answers
+        }));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    tokio::task::block_in_place(|| tomcats[0].restart());
+    // Back in the pool: new sessions land on it again.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let page = lines(&t.client().get("/index.jsp", &[]).await.unwrap().body);
+        if page["jvmRoute"] == "tc1" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "tc1 never served again"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut total = 0;
+    for task in load {
+        for (status, what) in task.await.unwrap() {
+            total += 1;
+            assert_eq!(
+                status,
+                200,
+                "a request failed while tc1 restarted: {what}; log:\n{}",
+                t.log()
+            );
+        }
+    }
+    assert!(total > 20, "{total} requests");
 }

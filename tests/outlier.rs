@@ -123,9 +123,10 @@ async fn a_server_that_fails_to_answer_is_ejected_after_consecutive_errors() {
         admin: true,
         ..Opts::default()
     });
+    // POSTs: not sent again, so each failure to answer is the client's 502.
     let mut failed = 0;
     for _ in 0..10 {
-        let resp = t.client().get("/", &[]).await.unwrap();
+        let resp = t.client().request("POST", "/", &[], b"x").await.unwrap();
         if resp.status != 200 {
             assert_eq!(resp.status, 502);
             failed += 1;
@@ -138,4 +139,32 @@ async fn a_server_that_fails_to_answer_is_ejected_after_consecutive_errors() {
     let (_, json) = t.admin("GET", "/status", None, b"").await;
     let mute = &json["clusters"][0]["servers"][1];
     assert!(mute["ejected_for_seconds"].as_u64().is_some(), "{json}");
+}
+
+/// A GET (idempotent) that a server took and dropped without a byte of answer goes to
+/// another server, as nginx's `proxy_next_upstream error` sends it: the client sees no
+/// error, and the server is marked down as after a failed connect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_that_a_server_dropped_goes_to_another_and_the_server_is_marked_down() {
+    let sims = tomcats(1).await;
+    let mute = mute_server().await;
+    let mut cluster = cluster_yaml("", &sims);
+    cluster.push_str(&format!("      - {{ name: mute, address: \"{mute}\" }}\n"));
+    let t = Tether::start_with(Opts {
+        cluster,
+        admin: true,
+        ..Opts::default()
+    });
+    for _ in 0..10 {
+        let resp = t.client().get("/", &[]).await.unwrap();
+        assert_eq!(
+            resp.status,
+            200,
+            "{:?}",
+            String::from_utf8_lossy(&resp.body)
+        );
+    }
+    let (_, json) = t.admin("GET", "/status", None, b"").await;
+    let mute = &json["clusters"][0]["servers"][1];
+    assert_eq!(mute["health"], "down", "{json}");
 }

@@ -77,7 +77,7 @@ pub async fn attempt(
                     "cluster {} server {}: writing the request failed: {e}",
                     router.name, slot.config.name
                 );
-                Failure::Upstream(502, "writing the request failed")
+                Failure::Dropped("writing the request failed")
             }
         });
     }
@@ -93,7 +93,7 @@ pub async fn attempt(
         let (len, framing, server_keeps) =
             match read_head(&mut up, c, &mut filled, reused, timeouts, req).await {
                 // Once the body streamed, nothing is sent again.
-                Err(Failure::Stale) if req.upload.streamed() => {
+                Err(Failure::Stale | Failure::Dropped(_)) if req.upload.streamed() => {
                     return Err(Failure::Upstream(502, "the server closed the connection"))
                 }
                 r => r?,

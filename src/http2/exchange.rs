@@ -76,7 +76,7 @@ pub(super) async fn attempt(
             return Err(Failure::Stale);
         }
         warn!("cluster {}: writing the request failed: {e}", router.name);
-        return Err(Failure::Upstream(502, "writing the request failed"));
+        return Err(Failure::Dropped("writing the request failed"));
     }
     if x.tunnel.is_none() && !x.upload.is_done() {
         x.upload
@@ -98,7 +98,7 @@ pub(super) async fn attempt(
         );
         let (len, framing, server_keeps) = match read.await {
             // Once the body streamed, nothing is sent again.
-            Err(Failure::Stale) if x.upload.streamed() => {
+            Err(Failure::Stale | Failure::Dropped(_)) if x.upload.streamed() => {
                 return Err(Failure::Upstream(502, "the server closed the connection"))
             }
             r => r?,

@@ -8,6 +8,10 @@ use super::{connect_failed, decide, settled, Front, RequestCtx};
 use crate::http1::head::Refusal;
 use crate::routing::{ms_at, now_ms, Decision, Reject};
 
+/// Why a try failed whose new connection the server closed or reset before any byte of
+/// its answer ([`Failure::Dropped`]).
+pub const DROPPED: &str = "the server closed the connection before it answered";
+
 /// Bound on tries of one request (pingora-proxy's; tether's `max_attempts` is lower).
 const MAX_TRIES: usize = 16;
 
@@ -30,6 +34,11 @@ pub enum Failure {
     /// A kept connection was closed by the server before it answered: nothing of the
     /// request can have been served; it may go again on a new connection.
     Stale,
+    /// A new connection was closed or reset by the server before any byte of its answer
+    /// (a server that crashed or was killed while it had the request): an idempotent
+    /// request goes to another server, as nginx's `proxy_next_upstream error` and
+    /// mod_jk's recovery send it, and the server is marked down as after a failed connect.
+    Dropped(&'static str),
     /// The server answered a `fail_on_status` status.
     Status,
     /// The server failed: answer the client with this status (502, 504).
@@ -118,6 +127,19 @@ impl Tries {
                 ctx.upstream_failed = true;
                 let why = format!("the server closed a kept connection ({})", address(ctx));
                 Err(Ended::Failed(502, why))
+            }
+            Failure::Dropped(why) if idempotent => {
+                if connect_failed(ctx, why) && retry {
+                    let next = decide(ctx, front, now_ms());
+                    self.decision = settled(ctx, front, next).await;
+                    ctx.count_decision(self.decision);
+                    return Ok(());
+                }
+                Err(Ended::Failed(502, format!("{why} ({})", address(ctx))))
+            }
+            Failure::Dropped(why) => {
+                ctx.upstream_failed = true;
+                Err(Ended::Failed(502, format!("{why} ({})", address(ctx))))
             }
             Failure::Status if retry => {
                 self.decision = decide(ctx, front, now_ms());

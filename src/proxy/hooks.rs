@@ -5,7 +5,7 @@ use super::{retry_allowed, RequestCtx, TetherProxy};
 use async_trait::async_trait;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::Result;
-use pingora_error::Error;
+use pingora_error::{Error, RetryType};
 use pingora_http::{RequestHeader, ResponseHeader};
 use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 
@@ -65,8 +65,17 @@ impl ProxyHttp for TetherProxy {
         client_reused: bool,
     ) -> Box<Error> {
         let mut e = e.more_context(format!("Peer: {peer}"));
+        // Pingora marks a failure to read the answer's head as one to retry on a reused
+        // connection only; on a new one, the server dropped the request (it crashed or was
+        // killed while it had it): another server, as tether's own front ends send it.
+        let dropped = !client_reused && matches!(e.retry, RetryType::ReusedOnly);
         if !retry_allowed(session) {
             e.set_retry(false);
+        } else if dropped {
+            let why = crate::pipeline::DROPPED;
+            e.set_retry(crate::pipeline::connect_failed(ctx, why));
+            ctx.retry_same = false;
+            return e;
         } else {
             e.retry.decide_reuse(client_reused);
         }

@@ -78,6 +78,9 @@ impl Packets {
             match read {
                 Err(_) => return Err(Failure::Upstream(504, "the server did not answer in time")),
                 Ok(Ok(0)) | Ok(Err(_)) if reused && !self.heard => return Err(Failure::Stale),
+                Ok(Ok(0)) | Ok(Err(_)) if !self.heard => {
+                    return Err(Failure::Dropped(pipeline::DROPPED))
+                }
                 Ok(Ok(0)) => {
                     return Err(Failure::Upstream(502, "the server closed the connection"))
                 }

@@ -3,7 +3,7 @@
 //! exchange abandoned (499, as nginx logs it).
 
 use crate::http1::response::{Framing, ResponseHead};
-use crate::pipeline::Failure;
+use crate::pipeline::{Failure, DROPPED};
 use crate::routing::Timeouts;
 use pingora_core::protocols::Stream;
 use std::task::{Context, Poll};
@@ -56,6 +56,7 @@ pub async fn read_head(
         match read {
             Err(_) => return Err(Failure::Upstream(504, "the server did not answer in time")),
             Ok(Ok(0)) | Ok(Err(_)) if reused && *filled == 0 => return Err(Failure::Stale),
+            Ok(Ok(0)) | Ok(Err(_)) if *filled == 0 => return Err(Failure::Dropped(DROPPED)),
             Ok(Ok(0)) => return Err(Failure::Upstream(502, "the server closed the connection")),
             Ok(Err(_)) => return Err(Failure::Upstream(502, "reading the answer failed")),
             Ok(Ok(n)) => *filled += n,

@@ -193,13 +193,27 @@ impl RealTomcat {
         t
     }
 
-    /// Writes `server.xml` for a fresh free port and starts the JVM.
+    /// Writes `server.xml` for fresh free ports and starts the JVM.
     fn launch(&mut self) {
         self.addr = SocketAddr::from(([127, 0, 0, 1], super::free_port()));
         self.ajp = SocketAddr::from(([127, 0, 0, 1], super::free_port()));
+        self.start_jvm();
+    }
+
+    /// Kills the JVM (SIGKILL) and starts it again on the same ports, as an operator's
+    /// restart; returns once it answers.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.start_jvm();
+        self.wait_ready(Instant::now() + START_TIMEOUT);
+    }
+
+    /// Writes `server.xml` for this instance's ports and starts the JVM.
+    fn start_jvm(&mut self) {
         // Shutdown port -1: only a signal stops this Tomcat. An HTTP/1.1 connector and an
         // AJP one (with a secret) on loopback. RemoteIpValve: the client address and
-        // scheme from tether's X-Forwarded-For / X-Forwarded-Proto.
+        // scheme from tether's X-Forwarded-For / X-Forwarded-Proto; SSLValve: the client's
+        // TLS from tether's `ssl_headers` (the HTTP way to what AJP carries).
         let server_xml = format!(
             r#"<?xml version="1.0" encoding="UTF-8"?>
 <Server port="-1" shutdown="SHUTDOWN">
@@ -209,6 +223,7 @@ impl RealTomcat {
     <Engine name="Catalina" defaultHost="localhost" jvmRoute="{route}">
       <Valve className="org.apache.catalina.valves.RemoteIpValve"
              remoteIpHeader="X-Forwarded-For" protocolHeader="X-Forwarded-Proto"/>
+      <Valve className="org.apache.catalina.valves.SSLValve"/>
       <Host name="localhost" appBase="webapps" unpackWARs="false" autoDeploy="false"/>
     </Engine>
   </Service>

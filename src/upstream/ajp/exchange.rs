@@ -109,7 +109,7 @@ pub async fn exchange<C: ClientSide>(
             return Err(Failure::Stale);
         }
         warn!("cluster {}: writing the request failed: {e}", router.name);
-        return Err(Failure::Upstream(502, "writing the request failed"));
+        return Err(Failure::Dropped("writing the request failed"));
     }
     let mut packets = Packets::new();
     let limits = (max, timeouts.read, reused);
@@ -121,8 +121,13 @@ pub async fn exchange<C: ClientSide>(
             .await;
         let range = match next {
             // Once the body streamed, nothing is sent again.
-            Err(Failure::Stale) if client.streamed() => {
+            Err(Failure::Stale | Failure::Dropped(_)) if client.streamed() => {
                 return Err(Failure::Upstream(502, "the server closed the connection"))
+            }
+            // A server that failed before its answer's head (closed, reset, or broke a
+            // packet after asking for the body): as if it had not answered.
+            Err(Failure::Upstream(502, why)) if !client.streamed() => {
+                return Err(Failure::Dropped(why))
             }
             r => r?,
         };
@@ -158,6 +163,13 @@ pub async fn exchange<C: ClientSide>(
         let range = match next {
             Ok(r) => r,
             Err(Failure::Client(_)) => return Err(Failure::Client(status)),
+            // Nothing of the answer reached the client: the request may go to another
+            // server as if this one had not answered (an idempotent one, as mod_jk's
+            // recovery sends it; the server is marked down).
+            Err(Failure::Upstream(502, why)) if !client.started() && !client.streamed() => {
+                return Err(Failure::Dropped(why))
+            }
+            Err(f) if !client.started() => return Err(f),
             Err(f) => {
                 warn!("cluster {}: the answer's body over AJP: {f:?}", router.name);
                 return Err(broken(client, status, "the answer's body failed"));
