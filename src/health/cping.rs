@@ -7,7 +7,6 @@ use pingora_error::{Error, ErrorType, Result};
 use pingora_load_balancing::health_check::HealthCheck;
 use pingora_load_balancing::Backend;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub struct CpingCheck {
     pub timeout: Duration,
@@ -21,16 +20,11 @@ impl HealthCheck for CpingCheck {
         };
         let exchange = async {
             let mut s = tokio::net::TcpStream::connect(addr).await?;
-            let mut ping = Vec::with_capacity(5);
-            crate::ajp::cping(&mut ping);
-            s.write_all(&ping).await?;
-            let mut pong = [0u8; 5];
-            s.read_exact(&mut pong).await?;
-            Ok::<_, std::io::Error>(pong)
+            crate::upstream::ajp::cping(&mut s).await
         };
         match tokio::time::timeout(self.timeout, exchange).await {
-            Ok(Ok(pong)) if pong == crate::ajp::CPONG_PACKET => Ok(()),
-            Ok(Ok(_)) => Error::e_explain(
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) => Error::e_explain(
                 ErrorType::CustomCode("no CPong", 0),
                 "the answer to a CPing was not a CPong",
             ),

@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The server's packets on a connection, read into a buffer: `buf[pos..filled]` is read
 /// and not taken yet.
@@ -173,17 +173,9 @@ async fn ready(up: &mut Stream, settings: &Ajp, reused: bool) -> Result<(), Fail
     if !ask {
         return Ok(());
     }
-    let exchange = async {
-        let mut ping = Vec::with_capacity(5);
-        crate::ajp::cping(&mut ping);
-        up.write_all(&ping).await?;
-        let mut pong = [0u8; 5];
-        up.read_exact(&mut pong).await?;
-        Ok::<_, std::io::Error>(pong)
-    };
-    match crate::poll_time::timeout(settings.ping_timeout, exchange).await {
-        Ok(Ok(pong)) if pong == crate::ajp::CPONG_PACKET => Ok(()),
-        Ok(Ok(_)) => Err(Failure::Connect(
+    match crate::poll_time::timeout(settings.ping_timeout, cping(up)).await {
+        Ok(Ok(true)) => Ok(()),
+        Ok(Ok(false)) => Err(Failure::Connect(
             "the answer to a CPing was not a CPong".into(),
         )),
         Ok(Err(_)) if reused => Err(Failure::Stale),
@@ -193,6 +185,16 @@ async fn ready(up: &mut Stream, settings: &Ajp, reused: bool) -> Result<(), Fail
             settings.ping_timeout
         ))),
     }
+}
+
+/// A CPing on `s`: was its answer a CPong?
+pub async fn cping<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S) -> std::io::Result<bool> {
+    let mut ping = Vec::with_capacity(5);
+    crate::ajp::cping(&mut ping);
+    s.write_all(&ping).await?;
+    let mut pong = [0u8; 5];
+    s.read_exact(&mut pong).await?;
+    Ok(pong == crate::ajp::CPONG_PACKET)
 }
 
 /// What a front end knows of a request, for its `FORWARD_REQUEST`.
