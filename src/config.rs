@@ -15,6 +15,7 @@ mod locate;
 pub mod model;
 mod operations;
 pub mod pem;
+mod queue;
 mod raw;
 mod raw_items;
 mod raw_tls;

@@ -134,7 +134,7 @@ pub fn explain(config: &Config, snapshot: &Snapshot, ask: &Ask) -> Result<Value,
         }),
         Decision::Reject(r) => json!({
             "status": 503,
-            "rejected": match r { Reject::StickyForce => "sticky_force", Reject::NoServer => "no_server" },
+            "rejected": match r { Reject::StickyForce => "sticky_force", Reject::NoServer => "no_server", Reject::Busy => "busy" },
         }),
     };
     let counts = router.live_sessions().map(|t| t.scan());

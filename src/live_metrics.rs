@@ -1,5 +1,5 @@
-//! Gauges read from live state at scrape time: server health, state, weight and requests
-//! in flight, live sessions (a scan of each cluster's session table), and each WebSphere
+//! Gauges read from live state at scrape time: server health, state, weight, requests
+//! in flight, their bound and queue, live sessions (a scan of each cluster's session table), and each WebSphere
 //! partition table's size and `$WSPT` counters; and the engine's connections that wait
 //! with their buffers.
 
@@ -16,6 +16,8 @@ struct Families {
     state: IntGaugeVec,
     weight: IntGaugeVec,
     inflight: IntGaugeVec,
+    max_inflight: IntGaugeVec,
+    queued: IntGaugeVec,
     table_size: IntGaugeVec,
     learned: IntCounterVec,
     rejected: IntCounterVec,
@@ -58,6 +60,16 @@ impl LiveCollector {
             ),
             weight: gauge("tether_server_weight", "The server's current weight for new sessions.", server),
             inflight: gauge("tether_inflight_requests", "Requests being proxied to the server now.", server),
+            max_inflight: gauge(
+                "tether_server_max_inflight",
+                "The server's max_inflight: requests this instance has in flight to it at most (0: no bound).",
+                server,
+            ),
+            queued: gauge(
+                "tether_queued_requests",
+                "Requests waiting now for a slot on the server (at its max_inflight).",
+                server,
+            ),
             table_size: gauge(
                 "tether_partition_table_entries",
                 "Partitions in a WebSphere cluster's partition table.",
@@ -130,6 +142,8 @@ impl LiveCollector {
             families.state.desc(),
             families.weight.desc(),
             families.inflight.desc(),
+            families.max_inflight.desc(),
+            families.queued.desc(),
             families.table_size.desc(),
             families.learned.desc(),
             families.rejected.desc(),
@@ -168,6 +182,8 @@ impl Collector for LiveCollector {
             &f.state,
             &f.weight,
             &f.inflight,
+            &f.max_inflight,
+            &f.queued,
             &f.table_size,
             &f.live_sessions,
             &f.empty_in,
@@ -213,6 +229,13 @@ impl Collector for LiveCollector {
                 f.inflight
                     .with_label_values(&[c, name])
                     .set(s.live.inflight() as i64);
+                let slots = s.live.slots();
+                f.max_inflight
+                    .with_label_values(&[c, name])
+                    .set(i64::from(slots.limit()));
+                f.queued
+                    .with_label_values(&[c, name])
+                    .set(i64::from(slots.queued()));
                 f.ejected
                     .with_label_values(&[c, name])
                     .set(s.live.ejected(crate::routing::now_ms()) as i64);

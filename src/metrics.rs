@@ -10,6 +10,7 @@
 mod cluster;
 mod heap;
 mod process;
+mod queue;
 
 pub use heap::register as register_heap;
 

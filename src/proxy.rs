@@ -168,6 +168,7 @@ impl TetherProxy {
         let front = request::Req::of(session);
         let first = pipeline::decide(ctx, &front, ms_at(ctx.start));
         let decision = pipeline::settled(ctx, &front, first).await;
+        let decision = pipeline::take_slot(ctx, &front, decision).await;
         ctx.count_decision(decision);
         match decision {
             Decision::Reject(reason) => {
@@ -226,6 +227,7 @@ impl TetherProxy {
                 let front = request::Req::of(session);
                 let d = pipeline::decide(ctx, &front, now_ms());
                 let d = pipeline::settled(ctx, &front, d).await;
+                let d = pipeline::take_slot(ctx, &front, d).await;
                 ctx.count_decision(d);
                 d
             }

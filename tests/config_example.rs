@@ -19,6 +19,7 @@ fn the_example_config_parses_to_what_it_documents() {
         redirect: None,
         backup: false,
         state: ServerState::Active,
+        max_inflight: 0,
         host: None,
     };
     let expected = Config {
@@ -104,6 +105,10 @@ fn the_example_config_parses_to_what_it_documents() {
             tls: None,
             ajp: None,
             ssl_headers: None,
+            queue: tether::config::Queue {
+                length: 1000,
+                timeout: Duration::from_secs(5),
+            },
             servers: vec![
                 server("n1", 8081, 1),
                 Server {

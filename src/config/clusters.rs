@@ -137,7 +137,15 @@ pub(super) fn cluster(
             "needs the live session count (a sticky cluster with session_table_max above 0)",
         );
     }
-    let servers = servers(raw_servers, session_style, path, check);
+    let max_inflight = c.max_inflight.unwrap_or(0);
+    if max_inflight > MAX_INFLIGHT_LIMIT {
+        check.err(
+            format!("{path}.max_inflight"),
+            format!("must be between 0 (no bound) and {MAX_INFLIGHT_LIMIT}"),
+        );
+    }
+    let queue = super::queue::queue(c.queue.as_ref(), path, check);
+    let servers = servers(raw_servers, (session_style, max_inflight), path, check);
     if let Some(t) = c
         .tls
         .as_ref()
@@ -221,6 +229,7 @@ pub(super) fn cluster(
             .ssl_headers
             .as_ref()
             .map(|h| super::tls::ssl_headers(h, path, check)),
+        queue,
         servers,
     }
 }
@@ -287,7 +296,7 @@ fn ajp(raw: &super::raw_tls::RawAjp, tls: bool, path: &str, check: &mut Check) -
 
 pub(super) fn servers(
     raw: &[Option<RawServer>],
-    style: SessionStyle,
+    (style, max_inflight): (SessionStyle, u32),
     path: &str,
     check: &mut Check,
 ) -> Vec<Server> {
@@ -377,6 +386,13 @@ pub(super) fn servers(
             );
         }
         redirects.push((s.redirect.clone(), format!("{p}.redirect")));
+        let max_inflight = s.max_inflight.unwrap_or(max_inflight);
+        if max_inflight > MAX_INFLIGHT_LIMIT {
+            check.err(
+                format!("{p}.max_inflight"),
+                format!("must be between 0 (no bound) and {MAX_INFLIGHT_LIMIT}"),
+            );
+        }
         out.push(Server {
             name: s.name.clone(),
             address,
@@ -387,6 +403,7 @@ pub(super) fn servers(
             redirect: None,
             backup: s.backup.unwrap_or(false),
             state: s.state.unwrap_or(ServerState::Active),
+            max_inflight,
             host: host_name(&s.address),
         });
     }

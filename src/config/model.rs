@@ -290,8 +290,25 @@ pub struct Cluster {
     pub ajp: Option<Ajp>,
     /// TLS facts for Tomcat's `SSLValve`, when set.
     pub ssl_headers: Option<SslHeaders>,
+    /// Requests waiting for a slot on a server at its `max_inflight`.
+    pub queue: Queue,
     pub servers: Vec<Server>,
 }
+
+/// The queue of requests waiting for a slot on each server (HAProxy's `maxqueue` and
+/// `timeout queue`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Queue {
+    /// Requests waiting at most, per server (0: none wait; a full server refuses at once).
+    pub length: u32,
+    /// How long a request waits at most.
+    pub timeout: Duration,
+}
+
+/// Most requests in flight to one server a config may bound (`max_inflight`).
+pub const MAX_INFLIGHT_LIMIT: u32 = 100_000;
+/// Most requests waiting for one server (`queue.length`).
+pub const QUEUE_LENGTH_LIMIT: u32 = 1_000_000;
 
 /// AJP/1.3 to a cluster's servers (`clusters[].ajp`).
 #[derive(Debug, Clone, PartialEq)]
@@ -333,6 +350,8 @@ pub struct Server {
     pub redirect: Option<usize>,
     pub backup: bool,
     pub state: ServerState,
+    /// Requests this instance has in flight to it at most (0: no bound).
+    pub max_inflight: u32,
     /// The host name of `address` as written, when it was a name (not an IP): the SNI and
     /// verified name of TLS to this server unless the cluster's `tls.sni` says otherwise.
     pub host: Option<String>,

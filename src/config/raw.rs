@@ -200,6 +200,17 @@ pub struct RawCluster {
     #[serde(default, deserialize_with = "duration_text")]
     pub slow_start: Option<String>,
     pub outlier: Option<RawOutlier>,
+    pub max_inflight: Option<u32>,
+    pub queue: Option<RawQueue>,
+}
+
+/// `clusters[].queue`: requests waiting for a slot on a server at its `max_inflight`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawQueue {
+    pub length: Option<u32>,
+    #[serde(default, deserialize_with = "duration_text")]
+    pub timeout: Option<String>,
 }
 
 /// `clusters[].outlier`: ejection from new sessions of a server that keeps failing.
@@ -285,6 +296,7 @@ pub struct RawServer {
     pub redirect: Option<String>,
     pub backup: Option<bool>,
     pub state: Option<ServerState>,
+    pub max_inflight: Option<u32>,
 }
 
 /// A duration field as written: text, or a bare number (`5`), which the validation then

@@ -22,7 +22,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
         let path = format!("clusters[{i}]");
         let Some(mut c) = item.cluster else {
             // The cluster's own fields are broken; its servers are still checked.
-            servers(&item.servers, SessionStyle::Tomcat, &path, &mut check);
+            servers(&item.servers, (SessionStyle::Tomcat, 0), &path, &mut check);
             continue;
         };
         let name_path = format!("{path}.name");

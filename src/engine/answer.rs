@@ -10,11 +10,6 @@ use crate::proxy::write_on_stack;
 pub fn write(out: &mut Vec<u8>, answer: &Answer<'_>, close: bool) -> bool {
     let close = close || answer.closes();
     match *answer {
-        Answer::TooMany { retry_after_secs } => {
-            let mut digits = [0u8; 48];
-            let secs = write_on_stack(&mut digits, retry_after_secs);
-            plain(out, 429, answer.body(), close, Some(("Retry-After", secs)));
-        }
         Answer::ToHttps {
             redirect,
             host,
@@ -28,7 +23,12 @@ pub fn write(out: &mut Vec<u8>, answer: &Answer<'_>, close: bool) -> bool {
             fields,
             body,
         } => with_fields(out, status, fields, body.as_bytes(), close),
-        _ => plain(out, answer.status(), answer.body(), close, None),
+        _ => {
+            let mut digits = [0u8; 48];
+            let secs = answer.retry_after().map(|s| write_on_stack(&mut digits, s));
+            let extra = secs.map(|secs| ("Retry-After", secs));
+            plain(out, answer.status(), answer.body(), close, extra);
+        }
     }
     close
 }

@@ -21,6 +21,7 @@ pub struct ClusterMetrics {
     /// Indexed by [`Outcome::index`]; `rejected` last.
     decisions: Box<[IntCounter]>,
     wsfo: IntCounter,
+    queue: super::queue::QueueMetrics,
 }
 
 impl ClusterMetrics {
@@ -66,6 +67,7 @@ impl ClusterMetrics {
             retries: RETRIES.with_label_values(&[c]),
             decisions,
             wsfo: WSFO.with_label_values(&[c]),
+            queue: super::queue::QueueMetrics::new(router, previous),
         }
     }
 
@@ -103,5 +105,10 @@ impl ClusterMetrics {
 
     pub fn wsfo_tagged(&self) {
         self.wsfo.inc();
+    }
+
+    /// A request waited `seconds` in `server`'s queue, and got a slot or was `refused`.
+    pub fn queued(&self, server: usize, seconds: f64, refused: Option<crate::routing::Full>) {
+        self.queue.waited(server, seconds, refused);
     }
 }

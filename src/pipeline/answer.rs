@@ -70,6 +70,16 @@ impl Answer<'_> {
         }
     }
 
+    /// The seconds of its `Retry-After`, when it has one: a client over its rate, and a
+    /// request refused for want of a slot on its busy server (worth trying again soon).
+    pub fn retry_after(&self) -> Option<u64> {
+        match *self {
+            Answer::TooMany { retry_after_secs } => Some(retry_after_secs),
+            Answer::Refused(Reject::Busy) => Some(1),
+            _ => None,
+        }
+    }
+
     /// Does tether close the client's connection after it, whatever the client asked?
     /// After a server's failure, a body that stopped coming, a refused request (what
     /// follows it on the connection cannot be trusted) and a redirect without a host.

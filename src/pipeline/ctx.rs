@@ -56,6 +56,8 @@ pub struct RequestCtx {
     pub session_key: Option<u64>,
     /// The answer is tether's own, for a server that failed to answer (`outlier`'s errors).
     pub upstream_failed: bool,
+    /// The current try's slot on its server (`max_inflight`), handed back when dropped.
+    pub slot: Option<crate::routing::Slot>,
 }
 
 impl Default for RequestCtx {
@@ -101,6 +103,7 @@ impl RequestCtx {
             route: None,
             session_key: None,
             upstream_failed: false,
+            slot: None,
         }
     }
 
@@ -135,6 +138,7 @@ impl RequestCtx {
     pub fn done(&mut self, status: u16) -> (Option<usize>, std::time::Duration) {
         let server = self.server;
         self.release();
+        self.slot = None;
         // One reading of the clock for the request's duration and the server's record.
         let end = crate::poll_time::now();
         let duration = end.saturating_duration_since(self.start);

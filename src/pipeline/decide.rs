@@ -54,6 +54,7 @@ pub fn log_refusal(router: &ClusterRouter, reason: Reject) {
                 "the session's server cannot take it and sticky_force forbids failover"
             }
             Reject::NoServer => "no server can take it",
+            Reject::Busy => "its server is at max_inflight and its queue was full or timed out",
         };
         warn!(
             "cluster {}: request refused with 503: {why} ({n} refused since the last such line)",

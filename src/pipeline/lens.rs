@@ -23,6 +23,7 @@ impl SessionLens for Snapshot {
             }
             Decision::Reject(Reject::StickyForce) => (None, "sticky_force"),
             Decision::Reject(Reject::NoServer) => (None, "no_server"),
+            Decision::Reject(Reject::Busy) => (None, "busy"),
         };
         Some(SessionView {
             cluster: router.name.clone(),

@@ -4,7 +4,7 @@
 //! the same server again on a new connection (a kept one the server had closed), or the
 //! end, with what the front end must answer.
 
-use super::{connect_failed, decide, settled, Front, RequestCtx};
+use super::{connect_failed, decide, settled, take_slot, Front, RequestCtx};
 use crate::http1::head::Refusal;
 use crate::routing::{ms_at, now_ms, Decision, Reject};
 
@@ -83,6 +83,7 @@ impl Tries {
     pub async fn first(ctx: &mut RequestCtx, front: &impl Front) -> Tries {
         let first = decide(ctx, front, ms_at(ctx.start));
         let decision = settled(ctx, front, first).await;
+        let decision = take_slot(ctx, front, decision).await;
         ctx.count_decision(decision);
         Tries { decision, made: 0 }
     }
@@ -113,9 +114,7 @@ impl Tries {
         match failure {
             Failure::Connect(why) => {
                 if connect_failed(ctx, &why) && retry {
-                    let next = decide(ctx, front, now_ms());
-                    self.decision = settled(ctx, front, next).await;
-                    ctx.count_decision(self.decision);
+                    self.decide_again(ctx, front).await;
                     return Ok(());
                 }
                 Err(Ended::Failed(502, why))
@@ -130,9 +129,7 @@ impl Tries {
             }
             Failure::Dropped(why) if idempotent => {
                 if connect_failed(ctx, why) && retry {
-                    let next = decide(ctx, front, now_ms());
-                    self.decision = settled(ctx, front, next).await;
-                    ctx.count_decision(self.decision);
+                    self.decide_again(ctx, front).await;
                     return Ok(());
                 }
                 Err(Ended::Failed(502, format!("{why} ({})", address(ctx))))
@@ -142,7 +139,8 @@ impl Tries {
                 Err(Ended::Failed(502, format!("{why} ({})", address(ctx))))
             }
             Failure::Status if retry => {
-                self.decision = decide(ctx, front, now_ms());
+                let next = decide(ctx, front, now_ms());
+                self.decision = take_slot(ctx, front, next).await;
                 ctx.count_decision(self.decision);
                 Ok(())
             }
@@ -154,6 +152,16 @@ impl Tries {
             Failure::Client(status) => Err(Ended::Client(status)),
             Failure::Body(stop) => Err(Ended::Body(stop)),
         }
+    }
+}
+
+impl Tries {
+    /// The next try's decision, after the fleet's word when it has one, with its slot.
+    async fn decide_again(&mut self, ctx: &mut RequestCtx, front: &impl Front) {
+        let next = decide(ctx, front, now_ms());
+        let next = settled(ctx, front, next).await;
+        self.decision = take_slot(ctx, front, next).await;
+        ctx.count_decision(self.decision);
     }
 }
 

@@ -52,8 +52,8 @@ pub fn reply(answer: &Answer<'_>, close: bool) -> Result<Reply> {
     if !set("cache-control") {
         head.insert_header(http::header::CACHE_CONTROL, "no-store")?;
     }
-    if let Answer::TooMany { retry_after_secs } = *answer {
-        head.insert_header(http::header::RETRY_AFTER, retry_after_secs)?;
+    if let Some(secs) = answer.retry_after() {
+        head.insert_header(http::header::RETRY_AFTER, secs)?;
     }
     if let Some(location) = location {
         head.insert_header(http::header::LOCATION, location)?;

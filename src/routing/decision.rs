@@ -59,6 +59,9 @@ pub enum Reject {
     StickyForce,
     /// No server that may take this request is left.
     NoServer,
+    /// Its server is at its `max_inflight`, and its queue was full or no slot came in the
+    /// queue's time.
+    Busy,
 }
 
 impl Reject {
@@ -69,6 +72,7 @@ impl Reject {
                 "503 Service Unavailable: the server holding this session is not available\n"
             }
             Reject::NoServer => "503 Service Unavailable: no server is available\n",
+            Reject::Busy => "503 Service Unavailable: the server is busy; try again shortly\n",
         }
     }
 }

@@ -44,6 +44,8 @@ pub struct ServerLive {
     last_check: ArcSwapOption<CheckResult>,
     /// Why the server was last marked down, for people (`crate::reason`).
     down_reason: ArcSwapOption<String>,
+    /// `max_inflight` and the queue of requests waiting for a slot.
+    slots: Arc<super::Slots>,
 }
 
 /// One active health check's result.
@@ -98,6 +100,7 @@ impl ServerLive {
             fails_errors: AtomicU32::new(0),
             ejected_until: AtomicU64::new(0),
             ejections: AtomicU32::new(0),
+            slots: super::Slots::new(0),
             last_check: ArcSwapOption::empty(),
             down_reason: ArcSwapOption::empty(),
         }
@@ -218,6 +221,11 @@ impl ServerLive {
             self.set_state(state);
             self.weight.store(weight, Relaxed);
         }
+    }
+
+    /// Its bound on requests in flight from this instance, and their queue.
+    pub fn slots(&self) -> &Arc<super::Slots> {
+        &self.slots
     }
 
     pub fn health(&self) -> Health {

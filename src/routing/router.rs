@@ -73,6 +73,8 @@ pub struct ClusterRouter {
     session_header: Option<HeaderName>,
     sticky: bool,
     sticky_force: bool,
+    /// Requests waiting for a slot on a server at its `max_inflight`.
+    pub queue: crate::config::Queue,
     pub max_attempts: u32,
     balance: Balance,
     recover_after_ms: u64,
@@ -115,10 +117,12 @@ impl ClusterRouter {
                 {
                     Some(old) => {
                         old.live.apply_config(s.state, s.weight);
+                        old.live.slots().set_limit(s.max_inflight);
                         old.live.clone()
                     }
                     None => {
                         let live = Arc::new(ServerLive::new(s.state, s.weight));
+                        live.slots().set_limit(s.max_inflight);
                         // Added by a reload to a checked cluster: its checks say when it is up.
                         if previous.is_some() && cfg.health_check.is_some() {
                             live.start_down(super::now_ms());
@@ -187,6 +191,7 @@ impl ClusterRouter {
             sticky: cfg.sticky,
             sticky_force: cfg.sticky_force,
             max_attempts: cfg.max_attempts,
+            queue: cfg.queue,
             balance: cfg.balance,
             // With active checks the check decides when a server is back: no probes.
             recover_after_ms: match cfg.health_check {

@@ -53,6 +53,7 @@ fn server(i: usize, name: &str) -> Server {
         redirect: None,
         backup: false,
         state: ServerState::Active,
+        max_inflight: 0,
         host: None,
     }
 }
@@ -87,6 +88,10 @@ fn cluster(names: &[&str]) -> Cluster {
         tls: None,
         ajp: None,
         ssl_headers: None,
+        queue: crate::config::Queue {
+            length: 0,
+            timeout: Duration::from_secs(1),
+        },
         servers: names
             .iter()
             .enumerate()
