@@ -168,7 +168,10 @@ impl TetherProxy {
         let front = request::Req::of(session);
         let first = pipeline::decide(ctx, &front, ms_at(ctx.start));
         let decision = pipeline::settled(ctx, &front, first).await;
-        let decision = pipeline::take_slot(ctx, &front, decision).await;
+        let decision = match pipeline::take_now(ctx, decision) {
+            Ok(decision) => decision,
+            Err(full) => pipeline::take_slot(ctx, &front, full).await,
+        };
         ctx.count_decision(decision);
         match decision {
             Decision::Reject(reason) => {

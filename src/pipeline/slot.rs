@@ -7,22 +7,42 @@
 use super::{Front, RequestCtx};
 use crate::routing::{now_ms, Decision, Full, Outcome, Reject};
 
-/// The decision, its server's slot taken into `ctx.slot`, or a refusal.
+/// The decision, its server's slot taken into `ctx.slot`, or a refusal. The common case
+/// (a server with room, or without a bound) is [`take_now`], one atomic operation and no
+/// future; callers on the request path call it first and this only when it fails.
 pub async fn take(ctx: &mut RequestCtx, front: &impl Front, decision: Decision) -> Decision {
-    // The previous try is over: its slot goes back before this one waits for another.
+    match take_now(ctx, decision) {
+        Ok(decision) => decision,
+        // Boxed: the queue's wait is rare, and the request's future stays small without it.
+        Err(full) => Box::pin(wait(ctx, front, full)).await,
+    }
+}
+
+/// The decision with its slot taken now (or no slot needed); `Err` when its server is full
+/// (then [`take`]).
+#[inline]
+pub fn take_now(ctx: &mut RequestCtx, decision: Decision) -> Result<Decision, Decision> {
+    // The previous try is over: its slot goes back before this one takes another.
     ctx.slot = None;
+    let (Decision::Route { server, .. }, Some(router)) = (decision, &ctx.router) else {
+        return Ok(decision);
+    };
+    match router.servers()[server].live.slots().try_take() {
+        Some(slot) => {
+            ctx.slot = Some(slot);
+            Ok(decision)
+        }
+        None => Err(decision),
+    }
+}
+
+/// A full server's decision: another with room for a new session, else a slot from the
+/// queue of the server chosen first, or a refusal.
+async fn wait(ctx: &mut RequestCtx, front: &impl Front, decision: Decision) -> Decision {
+    let router = ctx.router.clone().expect("a full server is a router's");
     let Decision::Route { server, outcome } = decision else {
         return decision;
     };
-    let Some(router) = &ctx.router else {
-        return decision;
-    };
-    // The common case, a server with room or without a bound: one atomic operation.
-    if let Some(slot) = router.servers()[server].live.slots().try_take() {
-        ctx.slot = Some(slot);
-        return decision;
-    }
-    let router = router.clone();
     let slots = router.servers()[server].live.slots();
     if outcome == Outcome::NewSession {
         // The balance's next choice among the servers with room; the ones found full are

@@ -4,7 +4,7 @@
 //! the same server again on a new connection (a kept one the server had closed), or the
 //! end, with what the front end must answer.
 
-use super::{connect_failed, decide, settled, take_slot, Front, RequestCtx};
+use super::{connect_failed, decide, settled, take_now, take_slot, Front, RequestCtx};
 use crate::http1::head::Refusal;
 use crate::routing::{ms_at, now_ms, Decision, Reject};
 
@@ -83,7 +83,10 @@ impl Tries {
     pub async fn first(ctx: &mut RequestCtx, front: &impl Front) -> Tries {
         let first = decide(ctx, front, ms_at(ctx.start));
         let decision = settled(ctx, front, first).await;
-        let decision = take_slot(ctx, front, decision).await;
+        let decision = match take_now(ctx, decision) {
+            Ok(decision) => decision,
+            Err(full) => take_slot(ctx, front, full).await,
+        };
         ctx.count_decision(decision);
         Tries { decision, made: 0 }
     }
