@@ -75,6 +75,11 @@ fn mod_jk_workers_and_mounts_become_clusters_servers_and_routes() {
     assert_eq!(s1["route"].as_str(), Some("shop1"));
     assert_eq!(s1["weight"].as_u64(), Some(2));
     assert_eq!(s1["domain"].as_str(), Some("rackA"));
+    assert_eq!(
+        s1["max_inflight"].as_u64(),
+        Some(25),
+        "connection_pool_size, from the template"
+    );
     let s2 = named(servers, "shop2");
     assert_eq!(s2["weight"].as_u64(), Some(1), "lbfactor from the template");
     assert_eq!(s2["state"].as_str(), Some("draining"));
@@ -226,7 +231,7 @@ fn mod_jk_settings_without_an_equivalent_are_named_in_comments() {
         "admin API",
         "ps=\\,",
         "worker `tomcat_tpl` (line 17) is a template",
-        "worker `legacy` (line 83) is neither in worker.list",
+        "worker `legacy` (line 84) is neither in worker.list",
         "rule extensions `reply_timeout=300000`",
         "JkLogFile /var/log/apache2/mod_jk.log",
         "JkShmFile",

@@ -57,9 +57,13 @@ fn websphere_plugin_cfg_becomes_websphere_clusters_and_routes() {
         Some("draining"),
         "LoadBalanceWeight 0"
     );
-    assert_eq!(
-        named(&intra["servers"], "node2_intra1")["weight"].as_u64(),
-        Some(30)
+    let i2 = named(&intra["servers"], "node2_intra1");
+    assert_eq!(i2["weight"].as_u64(), Some(30));
+    assert_eq!(i2["max_inflight"].as_u64(), Some(200), "MaxConnections");
+    assert!(i1["max_inflight"].is_null(), "MaxConnections -1: no bound");
+    assert!(
+        yaml.contains("negative: the plug-in marked the server down after a timeout"),
+        "ServerIOTimeout's sign as IBM documents it"
     );
     assert!(yaml.contains("named `Intranet Cluster` in the source"));
 

@@ -25,6 +25,7 @@ const MEMBER: &[&str] = &[
     "stopped",
     "distance",
     "reference",
+    "connection_pool_size",
 ];
 
 fn kind(w: Option<&Worker>) -> String {

@@ -40,8 +40,11 @@ const LB: &[&str] = &[
 /// Why a directive has no field, when there is more to say than that.
 pub fn no_equivalent(directive: &str) -> String {
     let why = match directive {
-        "connection_pool_size" | "connection_pool_minsize" | "cachesize" => {
+        "connection_pool_minsize" | "cachesize" => {
             "tether's connection pool is server.upstream_keepalive_pool_size, for all servers"
+        }
+        "connection_pool_size" => {
+            "a member's bound on requests in flight is its server's max_inflight (set on the member worker)"
         }
         "lock" => "tether shares no memory between processes",
         "lb_retries" | "retry_interval" | "recovery_options" => {
@@ -176,6 +179,22 @@ pub fn member(raw: &str, mw: Option<&Worker>, s: &mut Item, route: &str) -> (i64
                 s.set("weight", Value::Num(v), n);
             }
             None => s.note(format!("{}: not a number, left out", said(raw, p))),
+        }
+    }
+    if let Some(p) = get("connection_pool_size") {
+        match number(&p.value) {
+            Some(v) if v > 0 => {
+                let (v, n) = bounded("max_inflight", v, 1, 100_000, said(raw, p));
+                s.set("max_inflight", Value::Num(v), n);
+                s.note(format!(
+                    "REVIEW: {}: mod_jk's pool is per httpd child process; the server took up to \
+                     that many times httpd's children (MaxRequestWorkers / ThreadsPerChild), and \
+                     tether's max_inflight is per tether instance: set it to what the server's \
+                     threads (Tomcat maxThreads) allow this instance",
+                    said(raw, p)
+                ));
+            }
+            _ => s.note(format!("{}: not a positive number, left out", said(raw, p))),
         }
     }
     match get("domain") {

@@ -53,7 +53,7 @@ fn why(attr: &str) -> &'static str {
         }
         "GetDWLMTable" => "tether learns partition tables from $WSPT on every response",
         "ServerIOTimeoutRetry" => "tether does not resend a request whose server timed out",
-        "MaxConnections" => "tether has no per-server connection limit",
+        "MaxConnections" => "not a number",
         _ => "no tether equivalent",
     }
 }
@@ -301,12 +301,22 @@ pub fn convert(sc: Node, name: &str, file: &str) -> Result<Cluster, ImportError>
                 ("ConnectTimeout", Ok(_)) => item.note(format!("{said}: the system's connect timeout; tether's default (3s) is kept")),
                 ("ServerIOTimeout", Ok(v)) if v > 0 => read.values.push((
                     v as u64 * 1000,
-                    format!("{said} (the plug-in also marked the server down; tether answers 504 and keeps it)"),
+                    format!("{said} (positive: the plug-in kept the server up and, with ServerIOTimeoutRetry's default, sent the request to another server; tether answers 504 and keeps the server up)"),
                 )),
                 ("ServerIOTimeout", Ok(v)) if v < 0 => read.values.push((
                     v.unsigned_abs() * 1000,
-                    format!("{said} (negative: the plug-in kept the server up after a timeout, as tether does)"),
+                    format!("{said} (negative: the plug-in marked the server down after a timeout; tether answers 504 and keeps it up)"),
                 )),
+                ("MaxConnections", Ok(v)) if v > 0 => {
+                    let b = v.min(100_000);
+                    item.set("max_inflight", Value::Num(b), said.clone());
+                    item.note(format!(
+                        "REVIEW: {said}: the plug-in's bound is per web server process and it skipped a full server; \
+                         tether's max_inflight is per tether instance, and a session's request waits for its busy \
+                         server (clusters[].queue) instead of moving: set it to what the server's threads allow this instance"
+                    ));
+                }
+                ("MaxConnections", Ok(_)) => item.note(format!("{said}: no bound, as tether's default")),
                 ("ServerIOTimeout", Ok(_)) => item.note(format!("{said}: waits forever; tether's read_timeout is bounded, its default (60s) is kept")),
                 (n, _) => item.note(format!("{said}: {}", why(n))),
             }
