@@ -1,7 +1,9 @@
-//! AJP servers that break the protocol, simulated: a wrong magic, a head whose field count
-//! lies, a length past the packet size, a connection cut in the body. Each request fails
-//! with 502 (or its answer is cut when it had begun), tether does not panic, and the
-//! connections are reused exactly when `END_RESPONSE` allows.
+//! AJP servers, simulated: ones that break the protocol (a wrong magic, a head whose field
+//! count lies, a length past the packet size, a connection cut in the body), where each
+//! request fails with 502 (or its answer is cut when it had begun) and tether does not
+//! panic; connections reused exactly when `END_RESPONSE` allows; CPings (a health check,
+//! and a kept connection idle past `ping_interval`); a servlet that reads the body after
+//! its head.
 
 mod common;
 
@@ -322,4 +324,61 @@ async fn a_server_that_reads_the_body_after_its_head_gets_all_of_it() {
             "{version}"
         );
     }
+}
+
+/// A server that answers CPings and requests (`answer(b"ok", true)`), and counts the
+/// CPings.
+async fn counts_pings() -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let pings = Arc::new(AtomicUsize::new(0));
+    let counted = pings.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                while let Some(payload) = read_packet(&mut s).await {
+                    let reply = match payload.first() {
+                        Some(10) => {
+                            counted.fetch_add(1, Ordering::SeqCst);
+                            packet(&[9])
+                        }
+                        _ => answer(b"ok", true),
+                    };
+                    if s.write_all(&reply).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, pings)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_connection_idle_past_ping_interval_is_pinged_before_it_is_used() {
+    let (addr, pings) = counts_pings().await;
+    let t = Tether::start_with(Opts {
+        cluster: format!(
+            "    ajp: {{ ping_interval: 300ms }}\n    servers:\n      - {{ name: s1, address: \"{addr}\" }}\n"
+        ),
+        listener_extra: "    http1: engine\n".into(),
+        ..Opts::default()
+    });
+    let mut client = t.client();
+    for _ in 0..3 {
+        assert_eq!(client.get("/x", &[]).await.unwrap().status, 200);
+    }
+    assert_eq!(
+        pings.load(Ordering::SeqCst),
+        0,
+        "a new connection, then kept ones used at once"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(client.get("/x", &[]).await.unwrap().status, 200);
+    assert_eq!(
+        pings.load(Ordering::SeqCst),
+        1,
+        "idle past the interval: asked first"
+    );
 }

@@ -286,11 +286,20 @@ fn ajp(raw: &super::raw_tls::RawAjp, tls: bool, path: &str, check: &mut Check) -
         Duration::from_secs(10),
         Duration::from_millis(10)..=Duration::from_secs(300),
     );
+    let ping_interval = raw.ping_interval.as_deref().map(|text| {
+        check.duration(
+            format!("{path}.ping_interval"),
+            Some(text),
+            Duration::from_secs(60),
+            Duration::from_millis(100)..=Duration::from_secs(86_400),
+        )
+    });
     Ajp {
         secret,
         packet_size,
         ping,
         ping_timeout,
+        ping_interval,
     }
 }
 

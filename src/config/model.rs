@@ -321,6 +321,9 @@ pub struct Ajp {
     pub ping: AjpPing,
     /// How long a CPong may take (mod_jk's `ping_timeout`).
     pub ping_timeout: std::time::Duration,
+    /// A kept connection idle this long is asked with a CPing before it is used again
+    /// (mod_jk's `connection_ping_interval`), whatever `ping` says.
+    pub ping_interval: Option<std::time::Duration>,
 }
 
 /// When tether sends a CPing on a connection to an AJP server before a request (mod_jk's

@@ -60,6 +60,7 @@ pub struct RawAjp {
     pub packet_size: Option<usize>,
     pub ping: Option<String>,
     pub ping_timeout: Option<String>,
+    pub ping_interval: Option<String>,
 }
 
 /// `clusters[].ssl_headers`: Tomcat `SSLValve` header names.

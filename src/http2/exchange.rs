@@ -69,6 +69,7 @@ pub(super) async fn attempt(
         stream: mut up,
         reused,
         key,
+        ..
     } = connected;
     upstream_head(x, ctx);
     if let Err(e) = upstream::write_all(&mut up, &x.out, timeouts.read).await {

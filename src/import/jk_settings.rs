@@ -442,6 +442,18 @@ impl Timeouts {
                 )),
             }
         }
+        if let (Some((v, s)), Some((_, ajp))) = (
+            &self.ping_interval,
+            c.sections.iter_mut().find(|(k, _)| *k == "ajp"),
+        ) {
+            // mod_jk's watchdog pinged idle pooled connections; tether pings a kept one
+            // idle that long before it is used again.
+            ajp.set(
+                "ping_interval",
+                Value::Dur((*v).clamp(100, 86_400_000)),
+                s.clone(),
+            );
+        }
         let interval_mode = self
             .ping
             .iter()

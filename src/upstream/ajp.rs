@@ -156,20 +156,27 @@ pub async fn connection(
         Ok(kept) => kept,
         Err(new) => super::connect(connector, ctx, new).await?,
     };
-    ready(&mut connected.stream, settings, connected.reused).await?;
+    let idle = connected.reused.then_some(connected.idle);
+    ready(&mut connected.stream, settings, idle).await?;
     Ok(connected)
 }
 
 /// Asks the server with a CPing before a request goes on `up` (a connection made now, or
-/// `reused`), as `settings.ping` says. A CPong not in `ping_timeout` is a failed connect:
-/// the server is marked down and the request goes to another (nothing of it was sent);
-/// a kept connection the server had closed is `Stale`.
-async fn ready(up: &mut Stream, settings: &Ajp, reused: bool) -> Result<(), Failure> {
-    let ask = match settings.ping {
-        AjpPing::Never => false,
-        AjpPing::Connect => !reused,
-        AjpPing::Request => true,
+/// kept, `idle` that long), as `settings.ping` and `ping_interval` say. A CPong not in
+/// `ping_timeout` is a failed connect: the server is marked down and the request goes to
+/// another (nothing of it was sent); a kept connection the server had closed is `Stale`.
+async fn ready(up: &mut Stream, settings: &Ajp, idle: Option<Duration>) -> Result<(), Failure> {
+    let reused = idle.is_some();
+    let idle_long = match (idle, settings.ping_interval) {
+        (Some(idle), Some(interval)) => idle >= interval,
+        _ => false,
     };
+    let ask = idle_long
+        || match settings.ping {
+            AjpPing::Never => false,
+            AjpPing::Connect => !reused,
+            AjpPing::Request => true,
+        };
     if !ask {
         return Ok(());
     }

@@ -16,6 +16,8 @@ pub struct Connected {
     pub reused: bool,
     /// The server's key in the pool, to give the connection back under.
     pub key: u64,
+    /// How long a kept connection waited in the pool (zero for a new one).
+    pub idle: std::time::Duration,
 }
 
 /// A connection this thread kept for `ctx.server`, or, when there is none, the server's
@@ -31,10 +33,11 @@ pub fn kept(ctx: &RequestCtx) -> Result<Connected, Box<(HttpPeer, u64)>> {
     // The try's start (read just before it) stands for now.
     let now = ctx.connect_start.unwrap_or_else(crate::poll_time::now);
     match pool::take(key, timeouts.idle, now) {
-        Some(stream) => Ok(Connected {
+        Some((stream, idle)) => Ok(Connected {
             stream,
             reused: true,
             key,
+            idle,
         }),
         None => Err(Box::new((peer, key))),
     }
@@ -58,6 +61,7 @@ pub async fn connect(
         stream,
         reused: false,
         key,
+        idle: std::time::Duration::ZERO,
     })
 }
 

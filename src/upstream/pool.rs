@@ -22,11 +22,12 @@ thread_local! {
 /// An idle connection to the server `key` names, used less than `idle_timeout` before
 /// `now` (the caller's reading of the clock: reading it costs, and a request reads it
 /// once for what it times) and not closed by the server meanwhile.
-pub fn take(key: u64, idle_timeout: Duration, now: Instant) -> Option<Stream> {
+pub fn take(key: u64, idle_timeout: Duration, now: Instant) -> Option<(Stream, Duration)> {
     loop {
         let mut idle = IDLE.with(|p| p.borrow_mut().get_mut(&key)?.pop())?;
-        if now.saturating_duration_since(idle.since) < idle_timeout && is_open(&mut idle.stream) {
-            return Some(idle.stream);
+        let waited = now.saturating_duration_since(idle.since);
+        if waited < idle_timeout && is_open(&mut idle.stream) {
+            return Some((idle.stream, waited));
         }
         // Closed or too old: dropped, and the next one is looked at.
     }
@@ -91,11 +92,11 @@ mod tests {
         put_at(1, old, 8, idle_timeout, t0);
         put_at(1, new, 8, idle_timeout, t0 + Duration::from_secs(30));
 
-        let taken = take(1, idle_timeout, t0 + Duration::from_secs(59)).unwrap();
+        let (taken, _) = take(1, idle_timeout, t0 + Duration::from_secs(59)).unwrap();
         assert_eq!(taken.id(), new_id, "the most recently used first");
         put_at(1, taken, 8, idle_timeout, t0 + Duration::from_secs(59));
         // At t0 + 60 s the first one is 60 s idle: the put of the second drops it.
-        let taken = take(1, idle_timeout, t0 + Duration::from_secs(60)).unwrap();
+        let (taken, _) = take(1, idle_timeout, t0 + Duration::from_secs(60)).unwrap();
         assert_eq!(taken.id(), new_id);
         put_at(1, taken, 8, idle_timeout, t0 + Duration::from_secs(60));
         assert!(IDLE.with(|p| p.borrow()[&1].iter().all(|i| i.stream.id() != old_id)));
