@@ -38,7 +38,11 @@ fn mod_jk_workers_and_mounts_become_clusters_servers_and_routes() {
     let shop = named(clusters, "shop");
     assert_eq!(shop["sticky"], Value::Bool(true));
     assert_eq!(shop["sticky_force"], Value::Bool(false));
-    assert_eq!(shop["max_attempts"].as_u64(), Some(3));
+    assert_eq!(
+        shop["max_attempts"].as_u64(),
+        Some(4),
+        "retries=3 are rounds over the members in mod_jk: each of the 4 tried once"
+    );
     assert_eq!(shop["recover_after"].as_str(), Some("30s"));
     assert_eq!(shop["balance"].as_str(), Some("least_inflight"));
     assert_eq!(shop["session_cookie"].as_str(), Some("SHOPSESSION"));
@@ -92,8 +96,40 @@ fn mod_jk_workers_and_mounts_become_clusters_servers_and_routes() {
     let intranet = named(clusters, "intranet");
     assert_eq!(
         intranet["max_attempts"].as_u64(),
-        Some(16),
-        "retries=40 bounded"
+        Some(2),
+        "retries=40 rounds over 2 members: each tried once"
+    );
+    assert_eq!(
+        (
+            intranet["ajp"]["ping"].as_str(),
+            intranet["ajp"]["ping_timeout"].as_str()
+        ),
+        (Some("connect"), Some("3s")),
+        "connect_timeout: mod_jk's wait for a CPong after connecting"
+    );
+    assert!(
+        intranet["connect_timeout"].is_null(),
+        "not the TCP connect's"
+    );
+    assert_eq!(
+        intranet["balance"].as_str(),
+        Some("sessions"),
+        "method=Session: by live sessions"
+    );
+    assert_eq!(
+        intranet["read_timeout"].as_str(),
+        Some("24h"),
+        "no reply_timeout: mod_jk waited as long as it took"
+    );
+    assert_eq!(
+        shop["recover_after"].as_str(),
+        Some("30s"),
+        "recover_time as said"
+    );
+    assert_eq!(
+        intranet["recover_after"].as_str(),
+        Some("1m"),
+        "mod_jk's default recover_time"
     );
     let i1 = named(&intranet["servers"], "intra1");
     assert_eq!(
@@ -226,12 +262,11 @@ fn mod_jk_settings_without_an_equivalent_are_named_in_comments() {
         "worker.shop.lock=P: tether shares no memory",
         "worker.shop1.secret is set",
         "-404 (a 503 without marking the server down) has no tether equivalent",
-        "worker.intranet.method=Session",
         "status worker `jkstatus`",
         "admin API",
         "ps=\\,",
         "worker `tomcat_tpl` (line 17) is a template",
-        "worker `legacy` (line 84) is neither in worker.list",
+        "worker `legacy` (line 85) is neither in worker.list",
         "rule extensions `reply_timeout=300000`",
         "JkLogFile /var/log/apache2/mod_jk.log",
         "JkShmFile",

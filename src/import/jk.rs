@@ -4,7 +4,7 @@
 use super::doc::{Cluster, Doc, Item, Value};
 use super::jk_model::{Member, Target};
 use super::jk_mounts::{self, Mounts};
-use super::jk_props::{list, said, Worker, Workers};
+use super::jk_props::{members_of, said, Worker, Workers};
 use super::jk_settings::{self as settings, Timeouts};
 use super::names::{Claims, Namer};
 use super::{jk_routes, ImportError};
@@ -170,14 +170,6 @@ fn field_name(name: &str) -> super::doc::Field {
         value: Value::Str(name.to_string()),
         note: None,
     }
-}
-
-fn members_of(lb: &Worker) -> Vec<String> {
-    ["balance_workers", "balanced_workers"]
-        .iter()
-        .filter_map(|d| lb.get(d))
-        .flat_map(|p| list(&p.value).map(str::to_string).collect::<Vec<_>>())
-        .collect()
 }
 
 /// A load balancer worker and its members.

@@ -275,6 +275,16 @@ pub fn said(worker: &str, p: &Prop) -> String {
     }
 }
 
+/// The members a load balancer worker names (`balance_workers`, or the old
+/// `balanced_workers`).
+pub fn members_of(lb: &Worker) -> Vec<String> {
+    ["balance_workers", "balanced_workers"]
+        .iter()
+        .filter_map(|d| lb.get(d))
+        .flat_map(|p| list(&p.value).map(str::to_string).collect::<Vec<_>>())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

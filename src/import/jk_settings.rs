@@ -126,10 +126,21 @@ pub fn balancer(lb: &Worker, c: &mut Cluster, t: &mut Timeouts) {
                 None => item.note(format!("{s}: not a boolean, left out")),
             },
             "retries" => match number(&p.value) {
-                Some(v) => {
-                    let (v, s) = bounded("max_attempts", v, 1, 16, s);
-                    item.set("max_attempts", Value::Num(v), s);
+                // mod_jk's retries are rounds over every member; tether's max_attempts is
+                // the servers one request tries: each member once.
+                Some(v) if v >= 1 => {
+                    let members = super::jk_props::members_of(lb).len().max(1) as i64;
+                    let said = format!(
+                        "{s}: rounds over every member in mod_jk; tether tries each of the {members} members once"
+                    );
+                    let (m, said) = bounded("max_attempts", members, 1, 16, said);
+                    item.set("max_attempts", Value::Num(m), said);
                 }
+                Some(_) => item.set(
+                    "max_attempts",
+                    Value::Num(1),
+                    format!("{s}: one try, no other member"),
+                ),
                 None => item.note(format!("{s}: not a number, left out")),
             },
             "recover_time" => match number(&p.value) {
@@ -142,8 +153,14 @@ pub fn balancer(lb: &Worker, c: &mut Cluster, t: &mut Timeouts) {
             "method" => match p.value.trim().chars().next().map(|c| c.to_ascii_uppercase()) {
                 Some('R') => item.set("balance", Value::Str("weighted".into()), s),
                 Some('B') => item.set("balance", Value::Str("least_inflight".into()), s),
+                // Session and Next both balance by the sessions each member holds.
+                Some('S' | 'N') => item.set(
+                    "balance",
+                    Value::Str("sessions".into()),
+                    format!("{s}: new sessions to the member with the fewest live sessions"),
+                ),
                 _ => item.note(format!(
-                    "{s}: tether balances new sessions by weight (weighted) or by requests in flight (least_inflight); weighted is used"
+                    "{s}: tether balances new sessions by weight (weighted), requests in flight (least_inflight) or live sessions (sessions); weighted is used"
                 )),
             },
             "session_cookie" | "session_path" => {
@@ -167,6 +184,13 @@ pub fn balancer(lb: &Worker, c: &mut Cluster, t: &mut Timeouts) {
         }
     }
     t.add(lb);
+    if lb.get("recover_time").is_none() {
+        c.item.set(
+            "recover_after",
+            Value::Dur(60_000),
+            format!("mod_jk's default recover_time for `{n}` (tether's own is 10s)"),
+        );
+    }
 }
 
 /// A member's weight, domain and state; returns its distance, as said.
@@ -326,19 +350,27 @@ impl Timeouts {
                 Some((v.max(0) as u64 * scale, said(n, p)))
             })
         };
-        let connect = ms("socket_connect_timeout", 1)
-            .or_else(|| {
-                ms("connect_timeout", 1).map(|(v, s)| {
-                    (v, format!("{s} (mod_jk's CPing wait after connecting; tether's is the TCP connect)"))
-                })
-            })
-            .or_else(|| ms("socket_timeout", 1000));
+        let connect = ms("socket_connect_timeout", 1).or_else(|| ms("socket_timeout", 1000));
+        // mod_jk's connect_timeout is the wait for the CPong of a CPing after connecting.
+        if let Some(p) = w.get("connect_timeout") {
+            if number(&p.value).is_some_and(|v| v > 0) {
+                self.ping.push(("C".into(), said(n, p)));
+                if let Some(v) = ms("connect_timeout", 1) {
+                    self.ping_timeout.get_or_insert(v);
+                }
+            }
+        }
         let read = ms("reply_timeout", 1).or_else(|| ms("socket_timeout", 1000));
-        for (list, v) in [(&mut self.connect, connect), (&mut self.read, read)] {
+        let kept = ["its default is kept", "read_timeout is at its most, 24h"];
+        for (i, (list, v)) in [(&mut self.connect, connect), (&mut self.read, read)]
+            .into_iter()
+            .enumerate()
+        {
             if let Some((v, s)) = v {
                 if v == 0 {
                     self.notes.push(format!(
-                        "{s}: 0 waits forever; tether's timeouts are bounded, its default is kept"
+                        "{s}: 0 waits forever; tether's timeouts are bounded: {}",
+                        kept[i]
                     ));
                 } else {
                     list.push((v, s));
@@ -385,6 +417,16 @@ impl Timeouts {
     /// Sets the cluster's fields from what was collected.
     pub fn apply(self, c: &mut Cluster) {
         let item = &mut c.item;
+        if self.read.is_empty() {
+            item.set(
+                "read_timeout",
+                Value::Dur(86_400_000),
+                "no reply_timeout or socket_timeout: mod_jk waited as long as the server took; \
+                 tether's read_timeout is bounded, here at its most (its own default, 60s, would \
+                 answer long reports with 504)"
+                    .to_string(),
+            );
+        }
         for (key, vals, hi) in [
             ("connect_timeout", &self.connect, 600_000),
             ("read_timeout", &self.read, 86_400_000),
