@@ -193,3 +193,50 @@ fn websphere_mixed_transports_missing_clone_ids_and_only_https_hosts() {
     assert!(yaml.contains("Config RefreshInterval=\"0\": no tether equivalent"));
     check(&yaml, "ws-edge");
 }
+
+#[test]
+fn trusted_proxies_are_the_listeners_when_the_plugin_trusted_them() {
+    let dir = scratch("ws-trusted");
+    let config = |enable: &str| {
+        format!(
+            r#"<?xml version="1.0" encoding="ISO-8859-1"?>
+<Config TrustedProxyEnable="{enable}">
+   <TrustedProxyGroup>
+      <TrustedProxy Name="10.0.0.5"/>
+      <TrustedProxy Name="2001:db8::7"/>
+      <TrustedProxy Name="lb.example.com"/>
+   </TrustedProxyGroup>
+   <ServerCluster Name="C">
+      <Server CloneID="c1" Name="s1"><Transport Hostname="10.0.3.1" Port="9080" Protocol="http"/></Server>
+   </ServerCluster>
+</Config>
+"#
+        )
+    };
+    let on = dir.join("on.xml");
+    std::fs::write(&on, config("true")).unwrap();
+    let yaml = import(&["websphere", on.to_str().unwrap()]);
+    let doc = parse(&yaml);
+    let web = &doc["listeners"][0];
+    assert_eq!(
+        web["trusted_proxies"],
+        parse(r#"["10.0.0.5", "2001:db8::7"]"#),
+        "{yaml}"
+    );
+    assert!(
+        yaml.contains("trusted proxies by name (lb.example.com)"),
+        "{yaml}"
+    );
+    check(&yaml, "ws-trusted");
+    let off = dir.join("off.xml");
+    std::fs::write(&off, config("false")).unwrap();
+    let yaml = import(&["websphere", off.to_str().unwrap()]);
+    assert!(
+        parse(&yaml)["listeners"][0]["trusted_proxies"].is_null(),
+        "{yaml}"
+    );
+    assert!(
+        yaml.contains("not trusted (TrustedProxyEnable is not true)"),
+        "{yaml}"
+    );
+}

@@ -15,8 +15,44 @@ fn why(element: &str) -> &'static str {
     match element {
         "Log" => "tether logs to stderr or server.error_log (RUST_LOG sets the level), requests to access_log",
         "RequestMetrics" => "tether's Prometheus metrics (metrics.address) and access_log",
-        "TrustedProxyGroup" => "tether always sets X-Forwarded-For and drops client $WS* headers",
         _ => "no tether equivalent",
+    }
+}
+
+/// `<TrustedProxyGroup>`: the proxies in front of the plug-in whose word on the client
+/// it took. tether's `trusted_proxies` does that job: the client is the right-most
+/// `X-Forwarded-For` address that is not one of them. Names are left to resolve.
+fn trusted(groups: &[Node], ls: &mut [Listener]) {
+    let (mut addresses, mut names) = (Vec::new(), Vec::new());
+    for group in groups {
+        for p in group.children().filter(|n| n.has_tag_name("TrustedProxy")) {
+            match p.attribute("Name").map(str::trim) {
+                Some(a) if a.parse::<std::net::IpAddr>().is_ok() => addresses.push(a.to_string()),
+                Some(a) if !a.is_empty() => names.push(a.to_string()),
+                _ => {}
+            }
+        }
+    }
+    let from = groups
+        .iter()
+        .map(|g| format!("{} (line {})", said(*g), line(*g)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    for l in ls.iter_mut() {
+        if !addresses.is_empty() {
+            let list = addresses
+                .iter()
+                .map(|a| format!("\"{a}\""))
+                .collect::<Vec<_>>();
+            l.inner
+                .push(format!("trusted_proxies: [{}]   # {from}", list.join(", ")));
+        }
+        if !names.is_empty() {
+            l.notes.push(format!(
+                "REVIEW: {from}: trusted proxies by name ({}): add their addresses to trusted_proxies",
+                names.join(", ")
+            ));
+        }
     }
 }
 
@@ -98,12 +134,17 @@ pub fn convert(text: &str, file: &str) -> Result<Doc, ImportError> {
                     format!("{s}: reload when the file changes"),
                 );
             }
+            ("TrustedProxyEnable", _) => doc.header.push(format!(
+                "{s}: the <TrustedProxyGroup> is trusted_proxies when true"
+            )),
             _ => doc.header.push(format!("{s}: no tether equivalent")),
         }
     }
     let (mut vhgs, mut ugs, mut scs, mut rts) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut proxies = Vec::new();
     for child in root.children().filter(|n| n.is_element()) {
         match child.tag_name().name() {
+            "TrustedProxyGroup" => proxies.push(child),
             "VirtualHostGroup" => vhgs.push(child),
             "UriGroup" => ugs.push(child),
             "ServerCluster" => scs.push(child),
@@ -151,6 +192,17 @@ pub fn convert(text: &str, file: &str) -> Result<Doc, ImportError> {
             ..Default::default()
         },
     ];
+    if root.attribute("TrustedProxyEnable") == Some("true") {
+        trusted(&proxies, &mut ls);
+    } else {
+        for g in &proxies {
+            doc.header.push(format!(
+                "{} (line {}): not trusted (TrustedProxyEnable is not true), as the plug-in did",
+                said(*g),
+                line(*g)
+            ));
+        }
+    }
     // (cluster, AffinityCookie, AffinityURLIdentifier) of every Uri routed to it.
     let mut affinity: Vec<(String, String, String)> = Vec::new();
     let mut tls_vhost = false;
