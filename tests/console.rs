@@ -40,12 +40,17 @@ fn with_tokens(cluster: String, dir: &std::path::Path) -> Opts {
 async fn an_operator_drains_servers_sees_one_die_and_asks_why() {
     let sims = tomcats(3).await;
     let dir = scratch_dir("console-operate");
-    let checks = "    session_timeout: 2s\n    health_check: { kind: tcp, interval: 300ms, timeout: 200ms, fall: 1, rise: 1 }\n";
+    let checks = "    session_timeout: 2s\n    max_inflight: 8\n    health_check: { kind: tcp, interval: 300ms, timeout: 200ms, fall: 1, rise: 1 }\n";
     let t = Tether::start_with(with_tokens(cluster_yaml(checks, &sims), &dir));
     let driver = Driver::start();
     let c = driver.browser(1400, 1000).await;
     sign_in(&c, t.admin.unwrap(), OPERATE).await;
     assert_eq!(cell(&c, "tc1", 2).await, "active");
+    assert_eq!(
+        cell(&c, "tc1", 5).await,
+        "0 / 8",
+        "in flight, of max_inflight"
+    );
     screenshot(&c, "servers").await;
 
     // Drain tc1 through the page: confirmed in a dialog, then its row and /status say so.

@@ -335,7 +335,9 @@
     if (c.healthNote.title !== note) c.healthNote.title = note;
     c.health.className = 'health-' + s.health;
     setText(c.weight, s.weight + (s.effective_weight !== s.weight ? ' (' + s.effective_weight + ')' : ''));
-    setText(c.inflight, s.inflight);
+    // In flight against max_inflight (when bounded), and the requests waiting for a slot.
+    setText(c.inflight, s.inflight + (s.max_inflight ? ' / ' + s.max_inflight : '') +
+      (s.queued ? ' (' + s.queued + ' queued)' : ''));
     const rate = state.rates.get(key);
     setText(c.rate, rate === undefined ? '' : rate.toFixed(1));
     setText(c.errors, s.failures);

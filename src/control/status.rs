@@ -86,6 +86,8 @@ impl Control {
                             "effective_weight": (r.effective_weight(&s.live, now) * 100.0).round() / 100.0,
                             "backup": s.config.backup,
                             "inflight": s.live.inflight(),
+                            "max_inflight": s.live.slots().limit(),
+                            "queued": s.live.slots().queued(),
                             "requests": s.live.requests(),
                             "failures": s.live.failures(),
                             "sessions": live,
