@@ -275,6 +275,11 @@ pub fn said(worker: &str, p: &Prop) -> String {
     }
 }
 
+/// A directive's value as a whole number.
+pub fn number(v: &str) -> Option<i64> {
+    v.trim().parse().ok()
+}
+
 /// The members a load balancer worker names (`balance_workers`, or the old
 /// `balanced_workers`).
 pub fn members_of(lb: &Worker) -> Vec<String> {
