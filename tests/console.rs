@@ -1,7 +1,6 @@
-//! The operator console (issue 27) in a real browser: headless Chromium (Debian's
-//! `chromium`), driven over WebDriver (`chromium-driver`) by fantoccini, against a real
-//! tether in front of simulated servers. The screenshots the tests take are kept in
-//! `target/test-artifacts/console/`.
+//! The operator console in a real browser: headless Chromium (Debian's `chromium`), driven
+//! over WebDriver (`chromium-driver`) by fantoccini, against a real tether in front of
+//! simulated servers. The tests' screenshots are kept in `target/test-artifacts/console/`.
 
 mod common;
 

@@ -414,3 +414,52 @@ fn get_page(addr: SocketAddr) -> Option<String> {
     let (head, body) = text.split_once("\r\n\r\n")?;
     head.starts_with("HTTP/1.1 200").then(|| body.to_string())
 }
+
+/// The page's `key=value` lines.
+pub fn lines(body: &[u8]) -> std::collections::HashMap<String, String> {
+    String::from_utf8_lossy(body)
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// tether in front of `tomcats` over AJP, with `secret` in its secret file and `listener`
+/// (more YAML of its listener).
+pub fn tether_over_ajp(
+    tomcats: &[RealTomcat],
+    dir: &std::path::Path,
+    secret: &str,
+    listener: &str,
+) -> super::Tether {
+    tether_over_ajp_with(tomcats, dir, (secret, ""), listener)
+}
+
+/// As `tether_over_ajp`, with `ajp_extra` in the cluster's `ajp:` mapping.
+pub fn tether_over_ajp_with(
+    tomcats: &[RealTomcat],
+    dir: &std::path::Path,
+    (secret, ajp_extra): (&str, &str),
+    listener: &str,
+) -> super::Tether {
+    let file = dir.join(format!("ajp-{}.secret", secret.len()));
+    std::fs::write(&file, format!("{secret}\n")).unwrap();
+    let mut cluster = format!(
+        "    recover_after: 60s\n    read_timeout: 30s\n    ajp: {{ secret_file: {}{ajp_extra} }}\n    servers:\n",
+        file.display()
+    );
+    for tc in tomcats {
+        cluster.push_str(&format!(
+            "      - {{ name: {r}, address: \"{a}\", route: {r} }}\n",
+            r = tc.route(),
+            a = tc.ajp_addr()
+        ));
+    }
+    super::Tether::start_with(super::Opts {
+        cluster,
+        // AJP is served by tether's own front ends (the suite's second pass puts listeners
+        // that do not say on Pingora's proxy).
+        listener_extra: format!("    http1: engine\n{listener}"),
+        ..super::Opts::default()
+    })
+}
