@@ -13,6 +13,7 @@ mod jk_mounts;
 mod jk_props;
 mod jk_routes;
 mod jk_settings;
+mod jk_timeouts;
 mod names;
 mod routes;
 mod websphere;
