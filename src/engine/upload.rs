@@ -105,12 +105,8 @@ impl Upload {
                 return Ok(());
             }
             let wait = self.time_left(limits, since)?;
-            match crate::poll_time::timeout(wait, c.read_more(self.start + target)).await {
-                Ok(Ok(n)) if n > 0 => self.received += n as u64,
-                Ok(Err(e)) if e.kind() == ErrorKind::TimedOut => return Err(Stop::TooSlow),
-                Ok(_) => return Err(Stop::Closed),
-                Err(_) => return Err(Stop::TooSlow),
-            }
+            let read = crate::poll_time::timeout(wait, c.read_more(self.start + target)).await;
+            self.received += bytes_read(read)? as u64;
         }
     }
 
@@ -221,12 +217,7 @@ impl Upload {
                 },
                 r = crate::poll_time::timeout(wait, stream.read(&mut buf[start..start + room])) => r,
             };
-            let n = match read {
-                Ok(Ok(n)) if n > 0 => n,
-                Ok(Err(e)) if e.kind() == ErrorKind::TimedOut => return Err(Stop::TooSlow),
-                Ok(_) => return Err(Stop::Closed),
-                Err(_) => return Err(Stop::TooSlow),
-            };
+            let n = bytes_read(read)?;
             self.received += n as u64;
             c.end = start + n;
             let written = match self.body {
@@ -280,12 +271,7 @@ impl Upload {
             };
             let read =
                 crate::poll_time::timeout(wait, c.stream.read(&mut c.buf[start..start + room]));
-            let n = match read.await {
-                Ok(Ok(n)) if n > 0 => n,
-                Ok(Err(e)) if e.kind() == ErrorKind::TimedOut => return Err(Stop::TooSlow),
-                Ok(_) => return Err(Stop::Closed),
-                Err(_) => return Err(Stop::TooSlow),
-            };
+            let n = bytes_read(read.await)?;
             self.received += n as u64;
             c.end = start + n;
             match self.body {
@@ -389,6 +375,17 @@ fn chunk(out: &mut Vec<u8>, data: &[u8]) {
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
+}
+
+/// A read of the body within its time: the bytes read, or why the body stopped (the wait
+/// ran out or the socket's own timeout struck: too slow; the client closed or failed).
+fn bytes_read<E>(read: Result<std::io::Result<usize>, E>) -> Result<usize, Stop> {
+    match read {
+        Ok(Ok(n)) if n > 0 => Ok(n),
+        Ok(Err(e)) if e.kind() == ErrorKind::TimedOut => Err(Stop::TooSlow),
+        Ok(_) => Err(Stop::Closed),
+        Err(_) => Err(Stop::TooSlow),
+    }
 }
 
 #[cfg(test)]
