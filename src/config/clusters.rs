@@ -137,13 +137,7 @@ pub(super) fn cluster(
             "needs the live session count (a sticky cluster with session_table_max above 0)",
         );
     }
-    let max_inflight = c.max_inflight.unwrap_or(0);
-    if max_inflight > MAX_INFLIGHT_LIMIT {
-        check.err(
-            format!("{path}.max_inflight"),
-            format!("must be between 0 (no bound) and {MAX_INFLIGHT_LIMIT}"),
-        );
-    }
+    let max_inflight = super::queue::max_inflight(c.max_inflight, 0, path, check);
     let queue = super::queue::queue(c.queue.as_ref(), path, check);
     let servers = servers(raw_servers, (session_style, max_inflight), path, check);
     if let Some(t) = c
@@ -395,13 +389,7 @@ pub(super) fn servers(
             );
         }
         redirects.push((s.redirect.clone(), format!("{p}.redirect")));
-        let max_inflight = s.max_inflight.unwrap_or(max_inflight);
-        if max_inflight > MAX_INFLIGHT_LIMIT {
-            check.err(
-                format!("{p}.max_inflight"),
-                format!("must be between 0 (no bound) and {MAX_INFLIGHT_LIMIT}"),
-            );
-        }
+        let max_inflight = super::queue::max_inflight(s.max_inflight, max_inflight, &p, check);
         out.push(Server {
             name: s.name.clone(),
             address,

@@ -1,8 +1,8 @@
-//! `clusters[].queue`: how many requests may wait for a slot on a server at its
-//! `max_inflight`, and for how long.
+//! A server's `max_inflight` (the cluster's, or its own), and `clusters[].queue`: how many
+//! requests may wait for a slot on a server at its bound, and for how long.
 
 use super::check::Check;
-use super::model::{Queue, QUEUE_LENGTH_LIMIT};
+use super::model::{Queue, MAX_INFLIGHT_LIMIT, QUEUE_LENGTH_LIMIT};
 use super::raw::RawQueue;
 use std::time::Duration;
 
@@ -26,4 +26,17 @@ pub(super) fn queue(raw: Option<&RawQueue>, path: &str, check: &mut Check) -> Qu
         Duration::from_millis(1)..=Duration::from_secs(3600),
     );
     Queue { length, timeout }
+}
+
+/// `raw` (a server's or the cluster's `max_inflight` at `path`), else `default`; a value
+/// out of range is said once, where it is written.
+pub(super) fn max_inflight(raw: Option<u32>, default: u32, path: &str, check: &mut Check) -> u32 {
+    let Some(v) = raw else { return default };
+    if v > MAX_INFLIGHT_LIMIT {
+        check.err(
+            format!("{path}.max_inflight"),
+            format!("must be between 0 (no bound) and {MAX_INFLIGHT_LIMIT}"),
+        );
+    }
+    v
 }
