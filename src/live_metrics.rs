@@ -67,7 +67,7 @@ impl LiveCollector {
             ),
             queued: gauge(
                 "tether_queued_requests",
-                "Requests waiting now for a slot on the server (at its max_inflight).",
+                "Requests waiting now for a slot on the server (at its max_inflight); server=\"\": new sessions waiting for a slot on any server of the cluster.",
                 server,
             ),
             table_size: gauge(
@@ -239,6 +239,11 @@ impl Collector for LiveCollector {
                 f.ejected
                     .with_label_values(&[c, name])
                     .set(s.live.ejected(crate::routing::now_ms()) as i64);
+            }
+            if router.servers().iter().any(|s| s.live.slots().limit() > 0) {
+                f.queued
+                    .with_label_values(&[c, ""])
+                    .set(i64::from(router.waiting.queued()));
             }
             f.ejections
                 .with_label_values(&[c])

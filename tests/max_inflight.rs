@@ -284,3 +284,158 @@ async fn no_slot_is_lost_to_clients_that_leave_servers_that_fail_or_timeouts() {
         assert_eq!(b.await.unwrap(), 200);
     }
 }
+
+/// A request of session `cookie` to `path`, on its own connection; its status and server.
+fn ask(
+    t: &Tether,
+    path: &'static str,
+    cookie: Option<String>,
+) -> tokio::task::JoinHandle<(u16, String)> {
+    let addr = t.addr;
+    tokio::spawn(async move {
+        let mut client = tether::sim::HttpClient::new(addr);
+        let headers: Vec<(&str, &str)> = cookie.iter().map(|c| ("Cookie", c.as_str())).collect();
+        let r = client.get(path, &headers).await.unwrap();
+        (r.status, r.header("x-server").unwrap_or("").to_string())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_sessions_wait_for_the_first_free_server_and_queues_keep_their_order() {
+    let (r1, r2) = (Busy::start("r1").await, Busy::start("r2").await);
+    let settings = "    max_inflight: 1\n    queue: { length: 10, timeout: 5s }\n";
+    let t = tether(&[(&r1, "r1"), (&r2, "r2")], settings);
+    let session = |route: &str| Some(format!("JSESSIONID=H.{route}"));
+    // r1 is held 1.5 s, r2 0.5 s.
+    let long = ask(&t, "/x?ms=1500", session("r1"));
+    let short = ask(&t, "/x?ms=500", session("r2"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Three new sessions find no room: they wait in the cluster's queue, and all go to r2,
+    // the first to hand a slot back (each holding it 20 ms), while r1 is still busy.
+    let new: Vec<_> = (0..3).map(|_| ask(&t, "/x", None)).collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let scrape = common::scrape(t.metrics.unwrap()).await;
+    assert_eq!(
+        series(
+            &scrape,
+            r#"tether_queued_requests{cluster="shop",server=""} "#
+        ),
+        3.0,
+        "{scrape}"
+    );
+    for n in new {
+        assert_eq!(
+            n.await.unwrap(),
+            (200, "r2".to_string()),
+            "the first free server"
+        );
+    }
+    assert_eq!(r1.now.load(Ordering::SeqCst), 1, "r1 still busy meanwhile");
+    assert_eq!(long.await.unwrap().0, 200);
+    assert_eq!(short.await.unwrap().0, 200);
+    // r1's own queue keeps its order: requests queued 50 ms apart are answered in turn.
+    let hold = ask(&t, "/x?ms=300", session("r1"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let done = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut queued = Vec::new();
+    for i in 0..4 {
+        let (asked, done) = (ask(&t, "/x?ms=30", session("r1")), done.clone());
+        queued.push(tokio::spawn(async move {
+            let answer = asked.await.unwrap();
+            done.lock().unwrap().push(i);
+            answer
+        }));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for q in queued {
+        assert_eq!(q.await.unwrap(), (200, "r1".to_string()));
+    }
+    assert_eq!(hold.await.unwrap().0, 200);
+    assert_eq!(
+        *done.lock().unwrap(),
+        [0, 1, 2, 3],
+        "first come, first served"
+    );
+    assert!(r1.most() <= 1 && r2.most() <= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_requests_with_aborts_resets_and_timeouts_leave_every_slot_free() {
+    let (r1, r2) = (Busy::start("r1").await, Busy::start("r2").await);
+    let settings =
+        "    max_inflight: 4\n    read_timeout: 100ms\n    queue: { length: 1000, timeout: 10s }\n";
+    let t = tether(&[(&r1, "r1"), (&r2, "r2")], settings);
+    // 100 clients, 100 requests each: mostly quick ones of 20 sessions and new ones; every
+    // 10th a server reset, every 25th a timeout, every 7th a client that leaves mid-way.
+    let mut clients = Vec::new();
+    for c in 0..100u32 {
+        let addr = t.addr;
+        clients.push(tokio::spawn(async move {
+            let session = c % 20;
+            let route = if session % 2 == 0 { "r1" } else { "r2" };
+            let cookie = format!("JSESSIONID=S{session}.{route}");
+            let mut client = tether::sim::HttpClient::new(addr);
+            let mut statuses = Vec::new();
+            for i in 0..100u32 {
+                let n = c * 100 + i;
+                let cookies = [("Cookie", cookie.as_str())];
+                let headers: &[(&str, &str)] = if n % 3 == 0 { &[] } else { &cookies };
+                if n % 7 == 0 {
+                    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+                    let head =
+                        format!("GET /x?ms=5 HTTP/1.1\r\nHost: shop\r\nCookie: {cookie}\r\n\r\n");
+                    s.write_all(head.as_bytes()).await.unwrap();
+                    continue;
+                }
+                let (method, path) = match n {
+                    n if n % 10 == 0 => ("POST", "/reset?ms=1"),
+                    n if n % 25 == 1 => ("GET", "/x?ms=150"),
+                    _ => ("GET", "/x?ms=1"),
+                };
+                let heads: Vec<(&str, &[u8])> =
+                    headers.iter().map(|(k, v)| (*k, v.as_bytes())).collect();
+                let r = client.request(method, path, &heads, b"").await;
+                statuses.push(r.map_or(0, |r| r.status));
+            }
+            statuses
+        }));
+    }
+    let mut by_status = std::collections::BTreeMap::new();
+    for c in clients {
+        for s in c.await.unwrap() {
+            *by_status.entry(s).or_insert(0u32) += 1;
+        }
+    }
+    assert!(
+        by_status.get(&200).copied().unwrap_or(0) > 5_000,
+        "{by_status:?}"
+    );
+    assert!(
+        by_status.contains_key(&504),
+        "timeouts happened: {by_status:?}"
+    );
+    // (A request tether gave up on, at its timeout or its client's leaving, goes on at
+    // the server, as at a Tomcat: the servers' own counts may pass the bound here.)
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let scrape = common::scrape(t.metrics.unwrap()).await;
+    for route in ["r1", "r2"] {
+        let labels = format!(r#"tether_inflight_requests{{cluster="shop",server="{route}"}} "#);
+        assert_eq!(series(&scrape, &labels), 0.0, "{route}: {scrape}");
+    }
+    // And the slots are truly free: four requests per server are there at once (within
+    // the read_timeout).
+    let slow: Vec<_> = ["r1", "r2"]
+        .iter()
+        .flat_map(|r| (0..4).map(move |_| Some(format!("JSESSIONID=F.{r}"))))
+        .map(|c| ask(&t, "/x?ms=80", c))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    assert_eq!(
+        (r1.now.load(Ordering::SeqCst), r2.now.load(Ordering::SeqCst)),
+        (4, 4),
+        "every slot free after 10,000 requests"
+    );
+    for s in slow {
+        assert_eq!(s.await.unwrap().0, 200);
+    }
+}

@@ -107,8 +107,14 @@ impl ClusterMetrics {
         self.wsfo.inc();
     }
 
-    /// A request waited `seconds` in `server`'s queue, and got a slot or was `refused`.
-    pub fn queued(&self, server: usize, seconds: f64, refused: Option<crate::routing::Full>) {
+    /// A request waited `seconds` in `server`'s queue (the cluster's for `None`), and got
+    /// a slot or was `refused`.
+    pub fn queued(
+        &self,
+        server: Option<usize>,
+        seconds: f64,
+        refused: Option<crate::routing::Full>,
+    ) {
         self.queue.waited(server, seconds, refused);
     }
 }

@@ -21,7 +21,8 @@ static WAIT: Lazy<HistogramVec> = Lazy::new(|| {
 static REFUSED: Lazy<IntCounterVec> = Lazy::new(|| {
     register_int_counter_vec!(
         "tether_queue_refused_total",
-        "Requests refused with 503 for want of a slot on their server: `full` (its queue held \
+        "Requests refused with 503 for want of a slot on their server (server=\"\": new \
+         sessions, waiting in the cluster's queue for any server): `full` (the queue held \
          queue.length requests) or `timeout` (no slot in queue.timeout).",
         &["cluster", "server", "reason"]
     )
@@ -31,7 +32,7 @@ static REFUSED: Lazy<IntCounterVec> = Lazy::new(|| {
 /// A cluster's handles.
 pub struct QueueMetrics {
     wait: Histogram,
-    /// `[server][full, timeout]`.
+    /// `[server][full, timeout]`, then the cluster's queue's.
     refused: Box<[[IntCounter; 2]]>,
 }
 
@@ -51,17 +52,19 @@ impl QueueMetrics {
             refused: router
                 .servers()
                 .iter()
-                .map(|s| {
-                    ["full", "timeout"].map(|r| REFUSED.with_label_values(&[c, &s.config.name, r]))
-                })
+                .map(|s| s.config.name.as_str())
+                .chain([""])
+                .map(|name| ["full", "timeout"].map(|r| REFUSED.with_label_values(&[c, name, r])))
                 .collect(),
         }
     }
 
-    /// A request waited `seconds` in `server`'s queue, and got a slot or `refused`.
-    pub fn waited(&self, server: usize, seconds: f64, refused: Option<Full>) {
+    /// A request waited `seconds` in `server`'s queue (the cluster's for `None`), and got
+    /// a slot or `refused`.
+    pub fn waited(&self, server: Option<usize>, seconds: f64, refused: Option<Full>) {
         self.wait.observe(seconds);
-        if let (Some(why), Some(counters)) = (refused, self.refused.get(server)) {
+        let at = server.unwrap_or(self.refused.len() - 1);
+        if let (Some(why), Some(counters)) = (refused, self.refused.get(at)) {
             counters[usize::from(why == Full::Timeout)].inc();
         }
     }

@@ -75,6 +75,9 @@ pub struct ClusterRouter {
     sticky_force: bool,
     /// Requests waiting for a slot on a server at its `max_inflight`.
     pub queue: crate::config::Queue,
+    /// Requests free to go to any server, waiting for the first slot one hands back;
+    /// carried over by a reload.
+    pub waiting: Arc<super::Waiters>,
     pub max_attempts: u32,
     balance: Balance,
     recover_after_ms: u64,
@@ -135,6 +138,10 @@ impl ClusterRouter {
                 config: s.clone(),
             })
             .collect();
+        let waiting = previous.map_or_else(Default::default, |p| p.waiting.clone());
+        for s in servers.iter() {
+            s.live.slots().join(&waiting);
+        }
         let index = |key: fn(&Server) -> Option<&str>| {
             servers
                 .iter()
@@ -192,6 +199,7 @@ impl ClusterRouter {
             sticky_force: cfg.sticky_force,
             max_attempts: cfg.max_attempts,
             queue: cfg.queue,
+            waiting,
             balance: cfg.balance,
             // With active checks the check decides when a server is back: no probes.
             recover_after_ms: match cfg.health_check {

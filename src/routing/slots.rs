@@ -1,13 +1,15 @@
 //! A server's bound on the requests this instance has in flight to it (`max_inflight`, as
 //! mod_jk's `connection_pool_size`, HAProxy's `maxconn`, nginx's `max_conns`), with the
-//! queue of requests waiting for one of its slots. Taking a free slot and handing it back
-//! are an atomic operation each, with no lock; a waiting request is woken when a slot is
-//! handed back (first come, first served: while requests wait, a new one may not take a
-//! slot before them). A slot is a guard: it is handed back when dropped, whatever ended
-//! the request.
+//! queues of requests waiting for a slot: the server's own (requests bound to it) and its
+//! cluster's (requests free to go to any server, waiting for the first slot any hands
+//! back). Taking a free slot and handing it back are an atomic operation each, with no
+//! lock; a waiting request is woken when a slot is handed back, no polling (first come,
+//! first served: while requests wait, a new one may not take a slot before them; the
+//! server's own queue before its cluster's). A slot is a guard: it is handed back when
+//! dropped, whatever ended the request.
 
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::Notify;
 
@@ -17,6 +19,16 @@ pub struct Slots {
     limit: AtomicU32,
     /// Slots taken now.
     taken: AtomicU32,
+    /// Requests bound to this server, waiting for one of its slots.
+    queue: Waiters,
+    /// The queue of the server's cluster, woken when this server hands a slot back and
+    /// nobody waits in its own.
+    cluster: OnceLock<Arc<Waiters>>,
+}
+
+/// Requests waiting for a slot, and what wakes them.
+#[derive(Debug, Default)]
+pub struct Waiters {
     /// Requests waiting now.
     queued: AtomicU32,
     /// Wakes the longest waiter when a slot is handed back.
@@ -35,14 +47,71 @@ pub enum Full {
     Timeout,
 }
 
+impl Waiters {
+    /// Requests waiting now.
+    pub fn queued(&self) -> u32 {
+        self.queued.load(SeqCst)
+    }
+
+    /// A slot from `claim`, tried now and again each time a slot is handed back, waiting
+    /// in this queue (at most `length` requests) for at most `timeout`.
+    pub async fn wait(
+        &self,
+        length: u32,
+        timeout: Duration,
+        mut claim: impl FnMut() -> Option<Slot>,
+    ) -> Result<Slot, Full> {
+        if self.queued.fetch_add(1, SeqCst) >= length {
+            self.queued.fetch_sub(1, SeqCst);
+            return Err(Full::QueueFull);
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        let got = loop {
+            // Registered before the slots are looked at: a slot handed back after the
+            // look wakes this wait.
+            let woken = self.handed_back.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if let Some(slot) = claim() {
+                break Ok(slot);
+            }
+            if tokio::time::timeout_at(deadline, woken).await.is_err() {
+                break Err(Full::Timeout);
+            }
+        };
+        self.queued.fetch_sub(1, SeqCst);
+        if got.is_err() && self.queued() > 0 {
+            // A wake this wait took as it timed out goes on to the next waiter (one
+            // without a slot for it looks and waits again).
+            self.handed_back.notify_one();
+        }
+        got
+    }
+
+    /// A slot was handed back: the longest waiter looks.
+    fn wake_one(&self) -> bool {
+        let someone = self.queued() > 0;
+        if someone {
+            self.handed_back.notify_one();
+        }
+        someone
+    }
+}
+
 impl Slots {
     pub fn new(limit: u32) -> Arc<Slots> {
         Arc::new(Slots {
             limit: AtomicU32::new(limit),
             taken: AtomicU32::new(0),
-            queued: AtomicU32::new(0),
-            handed_back: Notify::new(),
+            queue: Waiters::default(),
+            cluster: OnceLock::new(),
         })
+    }
+
+    /// The server's cluster's queue. A server keeps its first: a reload carries a
+    /// cluster's queue over with the servers it keeps.
+    pub fn join(&self, cluster: &Arc<Waiters>) {
+        let _ = self.cluster.set(cluster.clone());
     }
 
     /// The bound after a reload: a lower one holds once enough slots came back; a higher
@@ -51,7 +120,10 @@ impl Slots {
     pub fn set_limit(&self, limit: u32) {
         let old = self.limit.swap(limit, SeqCst);
         if limit == 0 || limit > old {
-            self.handed_back.notify_waiters();
+            self.queue.handed_back.notify_waiters();
+            if let Some(cluster) = self.cluster.get() {
+                cluster.handed_back.notify_waiters();
+            }
         }
     }
 
@@ -59,9 +131,9 @@ impl Slots {
         self.limit.load(SeqCst)
     }
 
-    /// Requests waiting for a slot now.
+    /// Requests waiting for a slot of this server now.
     pub fn queued(&self) -> u32 {
-        self.queued.load(SeqCst)
+        self.queue.queued()
     }
 
     /// A free slot, if there is one and nobody waits for it (always, without a bound).
@@ -96,41 +168,21 @@ impl Slots {
         }
     }
 
-    /// A slot, waiting in the queue (at most `length` requests) for at most `timeout`.
+    /// A slot, waiting in the server's queue (at most `length` requests) for at most
+    /// `timeout`.
     pub async fn take(self: &Arc<Self>, length: u32, timeout: Duration) -> Result<Slot, Full> {
         if let Some(slot) = self.try_take() {
             return Ok(slot);
         }
-        if self.queued.fetch_add(1, SeqCst) >= length {
-            self.queued.fetch_sub(1, SeqCst);
-            return Err(Full::QueueFull);
-        }
-        let deadline = tokio::time::Instant::now() + timeout;
-        let got = loop {
-            // Registered before the slots are looked at: a slot handed back after the
-            // look wakes this wait.
-            let woken = self.handed_back.notified();
-            tokio::pin!(woken);
-            woken.as_mut().enable();
-            if let Some(slot) = self.claim() {
-                break Ok(slot);
-            }
-            if tokio::time::timeout_at(deadline, woken).await.is_err() {
-                break Err(Full::Timeout);
-            }
-        };
-        self.queued.fetch_sub(1, SeqCst);
-        if got.is_err() && self.queued() > 0 && self.taken.load(SeqCst) < self.limit() {
-            // A wake this wait took as it timed out goes on to the next waiter.
-            self.handed_back.notify_one();
-        }
-        got
+        self.queue.wait(length, timeout, || self.claim()).await
     }
 
     fn give_back(&self) {
         self.taken.fetch_sub(1, SeqCst);
-        if self.queued() > 0 {
-            self.handed_back.notify_one();
+        if !self.queue.wake_one() {
+            if let Some(cluster) = self.cluster.get() {
+                cluster.wake_one();
+            }
         }
     }
 }
@@ -171,6 +223,51 @@ mod tests {
         drop((b, theirs));
         let both = (slots.try_take(), slots.try_take());
         assert!(both.0.is_some() && both.1.is_some(), "both back");
+    }
+
+    #[tokio::test]
+    async fn a_cluster_waiter_gets_the_first_slot_any_server_hands_back_after_its_own_queue() {
+        let cluster = Arc::new(Waiters::default());
+        let (a, b) = (Slots::new(1), Slots::new(1));
+        a.join(&cluster);
+        b.join(&cluster);
+        let (held_a, held_b) = (a.try_take().unwrap(), b.try_take().unwrap());
+        // One waits for either server; one more for a alone.
+        let any = tokio::spawn({
+            let (cluster, a, b) = (cluster.clone(), a.clone(), b.clone());
+            async move {
+                let mut which = "";
+                let slot = cluster
+                    .wait(10, Duration::from_secs(5), || {
+                        let (name, slot) = [("a", &a), ("b", &b)]
+                            .into_iter()
+                            .find_map(|(n, s)| Some((n, s.try_take()?)))?;
+                        which = name;
+                        Some(slot)
+                    })
+                    .await;
+                (which, slot.is_ok())
+            }
+        });
+        tokio::task::yield_now().await;
+        let own = tokio::spawn({
+            let a = a.clone();
+            async move { a.take(10, Duration::from_secs(5)).await }
+        });
+        tokio::task::yield_now().await;
+        assert_eq!((cluster.queued(), a.queued()), (1, 1));
+        // a's slot goes to a's own waiter; b's, to the cluster's.
+        drop(held_a);
+        let owns = own.await.unwrap();
+        assert!(owns.is_ok());
+        assert_eq!(cluster.queued(), 1, "still waiting");
+        drop(held_b);
+        assert_eq!(any.await.unwrap(), ("b", true));
+        // Nothing comes back in time: a timeout.
+        let none = cluster.wait(10, Duration::from_millis(50), || None).await;
+        assert_eq!(none.err(), Some(Full::Timeout));
+        assert_eq!(cluster.queued(), 0);
+        drop(owns);
     }
 
     #[test]
