@@ -28,7 +28,7 @@ fn routes(n: usize) -> Vec<Route> {
 }
 
 fn bench(c: &mut Criterion) {
-    let table = RouteTable::new(&routes(1000));
+    let table = RouteTable::new(&routes(1000), tether::config::RouteOrder::Specific);
     let mut g = c.benchmark_group("routes_1000");
     g.bench_function("exact", |b| {
         b.iter(|| table.find(black_box(b"www.example.com"), 80, black_box(b"/exact/502")))

@@ -56,7 +56,8 @@ pub fn explain(config: &Config, snapshot: &Snapshot, ask: &Ask) -> Result<Value,
             .map_err(|_| format!("the value of `{name}` is not valid"))?;
         headers.append(n, v);
     }
-    let path = ask.url.split(['?', ';']).next().unwrap_or("/");
+    // As a request's: the query is not matched; the route table reads `;parameters` itself.
+    let path = ask.url.split('?').next().unwrap_or("/");
     let host = headers
         .get(http::header::HOST)
         .map(|h| h.as_bytes())
@@ -64,13 +65,11 @@ pub fn explain(config: &Config, snapshot: &Snapshot, ask: &Ask) -> Result<Value,
     let (host, port) = crate::pipeline::host_and_port(host, l.address.port());
     // The host/path routes, then the listener's cluster.
     let routes = &snapshot.routes[listener];
-    let (route, cluster) = match routes.table.find(host, port, path.as_bytes()) {
+    let found = routes.table.find(host, port, path.as_bytes());
+    let (route, cluster) = match found {
         Found::Route(i) | Found::Excluded(i) => {
             let info = &routes.routes[i];
-            let excluded = matches!(
-                routes.table.find(host, port, path.as_bytes()),
-                Found::Excluded(_)
-            );
+            let excluded = matches!(found, Found::Excluded(_));
             let answer = match (&info.action, excluded) {
                 (_, true) => Some(json!({ "status": 404, "why": "the route excludes this path" })),
                 (RouteAction::Respond { status, .. }, _) => Some(json!({ "status": status })),

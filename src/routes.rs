@@ -1,16 +1,20 @@
 //! Host and path routes of a listener as a pure matcher: built once from the config
 //! (at load and on reload), read per request without allocating or locking.
 //!
-//! Which route wins (mod_jk's rule, with hosts added): among the enabled routes whose host
-//! and path match, an exact path beats a wildcard one; among wildcard paths, more literal
-//! characters beat fewer; then a more specific host (exact, then `*.domain` by length,
-//! then any host); then the file's order. Exclusions come last: when the winner sends to a
-//! cluster and an exclusion for that cluster matches, the request is excluded (404).
-//! Path parameters (`;jsessionid=...`) are not part of the path that is matched.
+//! Which route wins, among the enabled routes whose host and path match: by the listener's
+//! `route_order`, `specific` (an exact path beats a wildcard one; among wildcard paths, more
+//! literal characters beat fewer) or `mod_jk` (mod_jk's `uri_worker_map` order: more `/` in
+//! the pattern, then the longer pattern, exact or wildcard alike); then a more specific
+//! host (exact, then `*.domain` by length, then any host); then the file's order.
+//! Exclusions come last, as in mod_jk: when the winner sends to a cluster and an exclusion
+//! for that cluster matches, the request is excluded (404), with no fall-back to the next
+//! route. The path matched is the request's as mod_jk matched it ([`path`]: decoded,
+//! without `;parameters`, `//` merged, `.` and `..` resolved).
 
 pub mod glob;
+mod path;
 
-use crate::config::{Route, RouteAction};
+use crate::config::{Route, RouteAction, RouteOrder};
 use std::collections::HashMap;
 
 /// What the table says of a request.
@@ -39,10 +43,20 @@ struct Entry {
     port: Option<u16>,
     path: Box<[u8]>,
     cluster: Option<usize>,
+    /// The path's rank by the table's order; higher wins.
+    rank: (usize, usize),
 }
 
 impl Entry {
-    fn new(index: usize, r: &Route) -> Entry {
+    fn new(index: usize, r: &Route, order: RouteOrder) -> Entry {
+        let path = r.path.as_bytes();
+        let rank = match order {
+            RouteOrder::Specific => (
+                usize::from(!glob::has_wildcards(path)),
+                glob::literal_len(path),
+            ),
+            RouteOrder::ModJk => (path.iter().filter(|&&b| b == b'/').count(), path.len()),
+        };
         let (host, port) = match r.host.as_deref() {
             None => (HostMatch::Any, None),
             Some(h) => {
@@ -64,7 +78,8 @@ impl Entry {
             index,
             host,
             port,
-            path: r.path.as_bytes().into(),
+            path: path.into(),
+            rank,
             cluster: match r.action {
                 RouteAction::Cluster(c) => Some(c),
                 _ => None,
@@ -109,15 +124,19 @@ pub struct RouteTable {
     wild: Vec<usize>,
     /// Exclusion entries.
     exclusions: Vec<usize>,
+    order: RouteOrder,
 }
 
 impl RouteTable {
     /// Builds the table of a listener's routes (disabled ones are left out).
-    pub fn new(routes: &[Route]) -> RouteTable {
-        let mut t = RouteTable::default();
+    pub fn new(routes: &[Route], order: RouteOrder) -> RouteTable {
+        let mut t = RouteTable {
+            order,
+            ..RouteTable::default()
+        };
         for (i, r) in routes.iter().enumerate().filter(|(_, r)| !r.disabled) {
             let e = t.entries.len();
-            t.entries.push(Entry::new(i, r));
+            t.entries.push(Entry::new(i, r, order));
             if r.exclude {
                 t.exclusions.push(e);
             } else if glob::has_wildcards(r.path.as_bytes()) {
@@ -163,7 +182,7 @@ impl RouteTable {
             return Found::None;
         }
         let stripped;
-        let path = match without_parameters(path) {
+        let path = match path::matched(path) {
             Ok(p) => p,
             Err(owned) => {
                 stripped = owned;
@@ -175,24 +194,21 @@ impl RouteTable {
                 .map(|&e| &self.entries[e])
                 .find(|e| e.host_matches(host, port))
         });
-        let winner = exact.or_else(|| {
+        let wild = || {
             let by_segment = request_first_segment(path)
                 .and_then(|seg| self.wild_by_segment.get(seg))
                 .and_then(|list| self.first_wild(list, host, port, path));
             let generic = self.first_wild(&self.wild, host, port, path);
-            // The better of the two by the same precedence.
-            match (by_segment, generic) {
-                (Some(a), Some(b)) => {
-                    let (ea, eb) = (&self.entries[a], &self.entries[b]);
-                    Some(if precedence(ea) <= precedence(eb) {
-                        ea
-                    } else {
-                        eb
-                    })
-                }
-                (a, b) => a.or(b).map(|e| &self.entries[e]),
-            }
-        });
+            better(
+                by_segment.map(|e| &self.entries[e]),
+                generic.map(|e| &self.entries[e]),
+            )
+        };
+        let winner = match self.order {
+            // An exact path always wins: no wildcard is looked at.
+            RouteOrder::Specific => exact.or_else(wild),
+            RouteOrder::ModJk => better(exact, wild()),
+        };
         let Some(w) = winner else {
             return Found::None;
         };
@@ -210,20 +226,28 @@ impl RouteTable {
     }
 }
 
-/// Wildcard precedence: more literal characters, then the more specific host, then the
-/// file's order (smaller sorts first).
-fn precedence(
-    e: &Entry,
-) -> (
-    std::cmp::Reverse<usize>,
+/// A route's place: smaller sorts first.
+type Precedence = (
+    std::cmp::Reverse<(usize, usize)>,
     std::cmp::Reverse<(u8, usize, bool)>,
     usize,
-) {
+);
+
+/// Precedence: the path's rank, then the more specific host, then the file's order.
+fn precedence(e: &Entry) -> Precedence {
     (
-        std::cmp::Reverse(glob::literal_len(&e.path)),
+        std::cmp::Reverse(e.rank),
         std::cmp::Reverse(e.host_rank()),
         e.index,
     )
+}
+
+/// The better of two candidates by [`precedence`].
+fn better<'a>(a: Option<&'a Entry>, b: Option<&'a Entry>) -> Option<&'a Entry> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if precedence(a) <= precedence(b) { a } else { b }),
+        (a, b) => a.or(b),
+    }
 }
 
 /// `shop` of a pattern `/shop/...` whose first segment is literal and complete.
@@ -240,31 +264,6 @@ fn request_first_segment(path: &[u8]) -> Option<&[u8]> {
     let rest = path.strip_prefix(b"/")?;
     let end = rest.iter().position(|&b| b == b'/')?;
     Some(&rest[..end])
-}
-
-/// The path without `;parameters` (mod_jk matches without them). Borrowed when there is
-/// none or only one at the end (the common `;jsessionid=` case); a copy otherwise.
-fn without_parameters(path: &[u8]) -> Result<&[u8], Vec<u8>> {
-    let Some(semi) = path.iter().position(|&b| b == b';') else {
-        return Ok(path);
-    };
-    if !path[semi..].contains(&b'/') {
-        return Ok(&path[..semi]);
-    }
-    let mut out = Vec::with_capacity(path.len());
-    let mut in_param = false;
-    for &b in path {
-        match b {
-            b';' => in_param = true,
-            b'/' => {
-                in_param = false;
-                out.push(b);
-            }
-            _ if !in_param => out.push(b),
-            _ => {}
-        }
-    }
-    Err(out)
 }
 
 #[cfg(test)]

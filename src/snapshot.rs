@@ -107,7 +107,7 @@ impl Snapshot {
                     })
                     .collect();
                 Arc::new(ListenerRoutes {
-                    table: crate::routes::RouteTable::new(&l.routes),
+                    table: crate::routes::RouteTable::new(&l.routes, l.route_order),
                     routes,
                 })
             })

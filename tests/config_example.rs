@@ -48,6 +48,7 @@ fn the_example_config_parses_to_what_it_documents() {
             address: addr("127.0.0.1:8080"),
             cluster: Some(0),
             routes: vec![],
+            route_order: RouteOrder::Specific,
             forwarded_headers: true,
             trusted_proxies: Vec::new(),
             proxy_protocol: None,

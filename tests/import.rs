@@ -169,13 +169,23 @@ fn mod_jk_workers_and_mounts_become_clusters_servers_and_routes() {
     assert_eq!(web["name"].as_str(), Some("web"));
     assert_eq!(web["address"].as_str(), Some("0.0.0.0:80"));
     assert!(web["cluster"].is_null());
+    assert_eq!(
+        web["route_order"].as_str(),
+        Some("mod_jk"),
+        "mod_jk's precedence"
+    );
     let r = routes(web);
+    // mod_jk leaves out a pattern without a leading `/` (its documentation shows one).
+    assert!(!r.iter().any(|(_, p, ..)| p == "*.jsp"), "{r:?}");
+    assert!(
+        yaml.contains("uriworkermap.properties:12: REVIEW: `*.jsp` does not start with `/`"),
+        "{yaml}"
+    );
     for want in [
         route("", "/shop", "shop"),
         route("", "/shop/*", "shop"),
         route("", "/shop/api/*", "shop"),
         route("", "/intranet/*", "intranet"),
-        route("", "*.jsp", "shop"),
         route("www.example.com", "/cart", "shop"),
         route("example.com", "/cart/*", "shop"),
         ("".into(), "/shop/old/*".into(), "shop".into(), false, true),
@@ -363,9 +373,9 @@ fn malformed_input_is_an_error_with_its_file_and_line() {
             "not a port",
         ),
         (
-            vec!["mod_jk".into(), good.clone(), write("u.properties", "/a=lb\n\nshop/*=lb\n")],
+            vec!["mod_jk".into(), good.clone(), write("u.properties", "/a=lb\n\n/shop/*=\n")],
             "u.properties:3:".into(),
-            "must start with `/`",
+            "is mapped to no worker",
         ),
         (
             vec!["mod_jk".into(), good.clone(), "--jkmount-from".into(), write("h.conf", "<VirtualHost *:80>\n  JkMount /a b c\n</VirtualHost>\n")],

@@ -60,6 +60,18 @@ async fn requests_go_where_the_most_specific_route_says() {
         ("www.example.com", "/shop/img/x.gif", (404, "")),
         ("www.example.com", "/shop/internal/x", (403, "")),
         ("www.example.com", "/off/x", (200, "tc1")),
+        // Matched as mod_jk matched them: decoded, dot segments and `//` resolved, so no
+        // spelling of a path escapes its exclusion or its route.
+        ("www.example.com", "/shop/./img/x.gif", (404, "")),
+        ("www.example.com", "/shop//img/x.gif", (404, "")),
+        ("www.example.com", "/shop/img/x%2Egif", (404, "")),
+        ("www.example.com", "/x/../shop/internal/x", (403, "")),
+        ("www.example.com", "/%73hop/internal/x", (403, "")),
+        (
+            "www.example.com",
+            "/shop;jsessionid=A.tc1/internal/x",
+            (403, ""),
+        ),
     ] {
         let (status, server, _) = get(&t, host, path).await;
         assert_eq!((status, server.as_str()), want, "{host}{path}");
@@ -73,7 +85,7 @@ async fn requests_go_where_the_most_specific_route_says() {
     assert!(log.contains(r#""route":"admin-host""#), "{log}");
     let scrape = common::scrape(t.metrics.unwrap()).await;
     assert!(
-        scrape.contains(r#"tether_route_requests_total{listener="web",route="shop"} 3"#),
+        scrape.contains(r#"tether_route_requests_total{listener="web",route="shop"} 6"#),
         "{scrape}"
     );
 }

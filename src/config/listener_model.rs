@@ -16,6 +16,8 @@ pub struct Listener {
     pub cluster: Option<usize>,
     /// Host and path routes, in the file's order (`routes:`).
     pub routes: Vec<Route>,
+    /// Which of several matching routes wins (`route_order:`).
+    pub route_order: RouteOrder,
     /// Set `X-Forwarded-For`, `-Proto` and `-Host` on requests to the servers.
     pub forwarded_headers: bool,
     /// Proxies in front of this listener (a CDN, a load balancer) whose `X-Forwarded-For`
@@ -66,6 +68,17 @@ pub enum Http2Path {
     Engine,
     /// Pingora's proxy (`pingora-proxy`) for every HTTP/2 stream.
     Proxy,
+}
+
+/// Which of several routes that match a request wins; then the more specific host, then
+/// the file's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RouteOrder {
+    /// An exact path before any wildcard; then more literal characters (`specific`).
+    #[default]
+    Specific,
+    /// mod_jk's: more `/` in the pattern, then the longer pattern, exact or not (`mod_jk`).
+    ModJk,
 }
 
 /// One host/path route of a listener (`listeners[].routes[]`).

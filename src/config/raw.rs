@@ -86,6 +86,7 @@ pub struct RawListener {
     pub redirect_https: Option<RawRedirect>,
     #[serde(default)]
     pub routes: Vec<RawRoute>,
+    pub route_order: Option<String>,
 }
 
 /// `listeners[].routes[]`.

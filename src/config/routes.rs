@@ -3,7 +3,7 @@
 
 use super::check::Check;
 use super::error::ConfigError;
-use super::model::{Cluster, Route, RouteAction};
+use super::model::{Cluster, Route, RouteAction, RouteOrder};
 use super::raw::RawRoute;
 use std::collections::HashMap;
 
@@ -21,6 +21,21 @@ fn valid_host(host: &str) -> bool {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"-.[]:".contains(&b)));
     port_ok && name_ok
+}
+
+/// `route_order: specific | mod_jk` (default `specific`).
+pub(super) fn order(raw: Option<&str>, path: &str, check: &mut Check) -> RouteOrder {
+    match raw {
+        None | Some("specific") => RouteOrder::Specific,
+        Some("mod_jk") => RouteOrder::ModJk,
+        Some(other) => {
+            check.err(
+                format!("{path}.route_order"),
+                format!("`{other}`: expected `specific` or `mod_jk`"),
+            );
+            RouteOrder::Specific
+        }
+    }
 }
 
 /// Validates one listener's routes (their plugins are checked later, with the others).

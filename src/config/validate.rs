@@ -107,6 +107,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             &mut check,
         );
         warnings.extend(super::routes::warnings(&routes, &path));
+        let route_order = super::routes::order(l.route_order.as_deref(), &path, &mut check);
         let tls = l
             .tls
             .as_ref()
@@ -116,6 +117,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             address,
             cluster,
             routes,
+            route_order,
             forwarded_headers: l.forwarded_headers.unwrap_or(true),
             trusted_proxies: cidrs(
                 &l.trusted_proxies,

@@ -77,6 +77,8 @@ pub struct Listener {
     /// Comment lines written inside the listener, before `routes:` (e.g. a `tls:` to fill).
     pub inner: Vec<String>,
     pub routes: Vec<Route>,
+    /// `route_order`, written when the listener has routes.
+    pub route_order: Option<&'static str>,
     /// Comment lines about mounts that became no route.
     pub route_notes: Vec<String>,
     /// Written commented out (it needs files that do not exist yet).
@@ -135,6 +137,13 @@ fn listener(w: &mut Writer, l: &Listener) {
     }
     for i in &l.inner {
         w.line(4, i);
+    }
+    if let Some(order) = l.route_order.filter(|_| !l.routes.is_empty()) {
+        w.noted(
+            4,
+            &format!("route_order: {order}"),
+            Some("which route wins, as the source ordered its rules"),
+        );
     }
     if !l.routes.is_empty() {
         w.line(4, "routes:");

@@ -3,7 +3,7 @@
 
 use super::doc::{Cluster, Doc, Item, Value};
 use super::jk_model::{Member, Target};
-use super::jk_mounts::{self, Mounts};
+use super::jk_mounts::{self, From, Mounts, Refused};
 use super::jk_props::{members_of, said, Worker, Workers};
 use super::jk_settings as settings;
 use super::jk_timeouts::Timeouts;
@@ -43,9 +43,13 @@ pub fn convert(w: &Workers, mut mounts: Mounts, workers_file: &str) -> Result<Do
         if let Some(p) = x.get("mount") {
             for pattern in p.value.split_whitespace() {
                 let source = format!("{workers_file}:{}", p.line);
-                let rules = jk_mounts::rule(pattern, &x.name, None, &source)
-                    .map_err(|m| ImportError::at(workers_file, p.line, m))?;
-                mounts.mounts.extend(rules);
+                match jk_mounts::rule(pattern, &x.name, None, &source, From::WorkerMount) {
+                    Ok(rules) => mounts.mounts.extend(rules),
+                    Err(Refused::ByModJk(why)) => mounts.notes.push(format!("{source}: {why}")),
+                    Err(Refused::Malformed(why)) => {
+                        return Err(ImportError::at(workers_file, p.line, why))
+                    }
+                }
             }
         }
     }

@@ -18,6 +18,26 @@ pub struct Mount {
     pub vhost: Option<usize>,
     /// `file:line`.
     pub source: String,
+    /// Which kind of source defined it: mod_jk's last key of precedence.
+    pub from: From,
+}
+
+/// The sources of mounts, in mod_jk's order of precedence (for patterns of equal `/`
+/// count and length): `uriworkermap.properties`, then `JkMount`, then `worker.X.mount`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum From {
+    MountFile,
+    JkMount,
+    WorkerMount,
+}
+
+/// Why a rule became no mount.
+#[derive(Debug, PartialEq)]
+pub enum Refused {
+    /// A rule mod_jk itself leaves out (and logs), said in a note.
+    ByModJk(String),
+    /// A line that is not a rule: the import stops.
+    Malformed(String),
 }
 
 #[derive(Debug, Clone, Default)]
@@ -52,13 +72,16 @@ fn expand(pattern: &str) -> Vec<String> {
     }
 }
 
-fn check_pattern(p: &str) -> Result<(), String> {
-    if p.starts_with(['/', '*', '?']) {
+/// mod_jk (`uri_worker_map_add`) leaves out a pattern that does not start with `/`, though
+/// its documentation shows `*.jsp=worker`.
+fn check_pattern(p: &str) -> Result<(), Refused> {
+    if p.starts_with('/') {
         Ok(())
     } else {
-        Err(format!(
-            "the URI pattern `{p}` must start with `/`, `*` or `?`"
-        ))
+        Err(Refused::ByModJk(format!(
+            "REVIEW: `{p}` does not start with `/`: mod_jk leaves such a rule out (it logs \"invalid context\"), and so does the import; write `/{}` to route it",
+            p.trim_start_matches('/')
+        )))
     }
 }
 
@@ -76,7 +99,8 @@ pub fn rule(
     target: &str,
     vhost: Option<usize>,
     source: &str,
-) -> Result<Vec<Mount>, String> {
+    from: From,
+) -> Result<Vec<Mount>, Refused> {
     let mut pattern = pattern.trim();
     let (mut exclude, mut disabled) = (false, false);
     loop {
@@ -93,7 +117,9 @@ pub fn rule(
     check_pattern(pattern)?;
     let (worker, extensions) = split_worker(target);
     if worker.is_empty() {
-        return Err(format!("`{pattern}` is mapped to no worker"));
+        return Err(Refused::Malformed(format!(
+            "`{pattern}` is mapped to no worker"
+        )));
     }
     Ok(expand(pattern)
         .into_iter()
@@ -105,6 +131,7 @@ pub fn rule(
             extensions: extensions.clone(),
             vhost,
             source: source.to_string(),
+            from,
         })
         .collect())
 }
@@ -123,8 +150,12 @@ pub fn uriworkermap(text: &str, file: &str, out: &mut Mounts) -> Result<(), Impo
                 "expected `/uri/pattern=worker`, found `{content}`"
             )));
         };
-        let rules = rule(pattern, target, None, &format!("{file}:{line}")).map_err(err)?;
-        out.mounts.extend(rules);
+        let source = format!("{file}:{line}");
+        match rule(pattern, target, None, &source, From::MountFile) {
+            Ok(rules) => out.mounts.extend(rules),
+            Err(Refused::ByModJk(why)) => out.notes.push(format!("{source}: {why}")),
+            Err(Refused::Malformed(why)) => return Err(err(why)),
+        }
     }
     Ok(())
 }
@@ -289,7 +320,12 @@ pub fn httpd(text: &str, file: &str, out: &mut Mounts) -> Result<(), ImportError
                         )))
                     }
                 };
-                for mut m in rule(&pattern, &target, vhost, &source).map_err(err)? {
+                // Apache refuses to start on a JkMount that does not begin with `/`.
+                let rules = match rule(&pattern, &target, vhost, &source, From::JkMount) {
+                    Ok(rules) => rules,
+                    Err(Refused::ByModJk(why) | Refused::Malformed(why)) => return Err(err(why)),
+                };
+                for mut m in rules {
                     m.exclude |= exclude;
                     out.mounts.push(m);
                 }
@@ -322,7 +358,7 @@ mod tests {
     #[test]
     fn uriworkermap_rules() {
         let mut m = Mounts::default();
-        let text = "/shop|/*=lb\n!/shop/*.gif=lb # no gifs\n-/old/*=lb\n-!/x=*\n*.jsp=lb;reply_timeout=60000\n";
+        let text = "/shop|/*=lb\n!/shop/*.gif=lb # no gifs\n-/old/*=lb\n-!/x=*\n/*.jsp=lb;reply_timeout=60000\n*.jspx=lb\n";
         uriworkermap(text, "u.properties", &mut m).unwrap();
         let got: Vec<(&str, &str, bool, bool)> = m
             .mounts
@@ -337,8 +373,13 @@ mod tests {
                 ("/shop/*.gif", "lb", true, false),
                 ("/old/*", "lb", false, true),
                 ("/x", "*", true, true),
-                ("*.jsp", "lb", false, false),
+                ("/*.jsp", "lb", false, false),
             ]
+        );
+        assert!(
+            m.notes[0].starts_with("u.properties:6: REVIEW: `*.jspx`"),
+            "{:?}",
+            m.notes
         );
         assert_eq!(
             m.mounts[5].extensions.as_deref(),
@@ -347,7 +388,7 @@ mod tests {
         assert_eq!(m.mounts[2].source, "u.properties:2");
         for (bad, needle) in [
             ("/a=lb\nnoequals\n", "expected"),
-            ("/a=lb\nshop=lb\n", "must start"),
+            ("/a=lb\n/b=\n", "no worker"),
         ] {
             let e = uriworkermap(bad, "u", &mut Mounts::default()).unwrap_err();
             assert_eq!(e.line, Some(2));

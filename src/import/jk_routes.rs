@@ -42,6 +42,31 @@ fn note(m: &Mount) -> String {
     }
 }
 
+/// The mounts mod_jk keeps: a pattern defined again in the same kind of source (same
+/// virtual host, same `!` and `-`) replaces the earlier rule, whose worker is then said in
+/// a note. Sorted by source (`uriworkermap.properties`, `JkMount`, `worker.X.mount`), each in
+/// its order: the order in which equal patterns win.
+fn kept(mounts: &Mounts, notes: &mut Vec<String>) -> Vec<Mount> {
+    let key = |m: &Mount| (m.from, m.vhost, m.exclude, m.disabled, m.pattern.clone());
+    let mut out: Vec<Mount> = Vec::new();
+    for m in &mounts.mounts {
+        match out.iter().position(|o| key(o) == key(m)) {
+            Some(at) => {
+                let old = std::mem::replace(&mut out[at], m.clone());
+                if old.worker != m.worker {
+                    notes.push(format!(
+                        "{}: `{}={}` is defined again at {} (`={}`), which replaces it in mod_jk",
+                        old.source, old.pattern, old.worker, m.source, m.worker
+                    ));
+                }
+            }
+            None => out.push(m.clone()),
+        }
+    }
+    out.sort_by_key(|m| m.from);
+    out
+}
+
 /// Adds the listeners, with a route for each mount, to `doc`; `default`: the cluster of a
 /// listener that no mount sends anything to.
 pub fn listeners(doc: &mut Doc, mounts: &Mounts, targets: &HashMap<String, Target>, default: &str) {
@@ -58,11 +83,12 @@ pub fn listeners(doc: &mut Doc, mounts: &Mounts, targets: &HashMap<String, Targe
             ..Default::default()
         },
     ];
+    let kept = kept(mounts, &mut ls[WEB].route_notes);
     let said = |m: &Mount| {
         let bang = if m.exclude { "!" } else { "" };
         format!("{}: {bang}{}={}", m.source, m.pattern, m.worker)
     };
-    for m in mounts.mounts.iter().filter(|m| !m.exclude) {
+    for m in kept.iter().filter(|m| !m.exclude) {
         match targets.get(&m.worker) {
             Some(Target::Cluster(c)) => {
                 for (l, host) in placements(m, mounts) {
@@ -87,7 +113,7 @@ pub fn listeners(doc: &mut Doc, mounts: &Mounts, targets: &HashMap<String, Targe
             )),
         }
     }
-    for m in mounts.mounts.iter().filter(|m| m.exclude) {
+    for m in kept.iter().filter(|m| m.exclude) {
         for (l, host) in placements(m, mounts) {
             let clusters: Vec<String> = match targets.get(&m.worker) {
                 _ if m.worker == "*" => routes::mounted(&ls[l]),
@@ -120,6 +146,9 @@ pub fn listeners(doc: &mut Doc, mounts: &Mounts, targets: &HashMap<String, Targe
                 "JkMounts outside <VirtualHost> applied in Apache only to the main server and to virtual hosts with JkMountCopy On; routes without host apply to every host".into(),
             );
         }
+    }
+    for l in ls.iter_mut() {
+        l.route_order = Some("mod_jk");
     }
     routes::finish(
         &mut ls[WEB],

@@ -49,7 +49,7 @@ fn host_ok(l: &mut Listener, r: &Route) -> bool {
 }
 
 /// Adds `r` unless an enabled route with the same host and path (and kind) is there: the
-/// first one wins (mod_jk leaves two rules of one pattern undefined).
+/// first one wins (callers add routes in their source's order of precedence).
 pub fn add(l: &mut Listener, mut r: Route) {
     path(&mut r);
     if !host_ok(l, &r) {
