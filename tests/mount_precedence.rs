@@ -163,6 +163,7 @@ fn the_corpus_is_what_real_mod_jk_does() {
         return;
     }
     let out = std::process::Command::new(corpus().join("check_mod_jk.sh"))
+        .env("MOD_JK_PORT", common::free_port().to_string())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -204,8 +204,10 @@ run_case() {
         printf '%s\n' "$u" >>"$TMP/uriworkermap.properties"
     done
 
+    # A port reserved by the caller (tests/mount_precedence.rs holds it bound, never
+    # listening, with SO_REUSEADDR as Apache sets it), else one picked here.
     local port
-    port=$(free_port)
+    port=${MOD_JK_PORT:-$(free_port)}
 
     {
         echo "ServerRoot /usr/lib/apache2"
