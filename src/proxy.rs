@@ -329,6 +329,12 @@ impl TetherProxy {
                     "too many informational (1xx) responses",
                 ))
             }
+            Heard::Failed => {
+                return Err(Error::explain(
+                    ErrorType::HTTPStatus(pipeline::FAILED_STATUS),
+                    "fail_on_status",
+                ))
+            }
             Heard::Retry => {
                 // Nothing has gone downstream yet, so the retry is invisible.
                 ctx.status_failure = true;

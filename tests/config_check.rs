@@ -178,6 +178,13 @@ fn each_kind_of_mistake_is_named_with_its_line() {
             5,
         ),
         (
+            "fail_on_status with a status twice",
+            GOOD.replace("    servers:", "    fail_on_status: [503, -503]\n    servers:"),
+            "clusters[0].fail_on_status[1]",
+            "503 is listed twice",
+            5,
+        ),
+        (
             "admin on a listener's address",
             format!("admin: {{ address: 127.0.0.1:8080 }}\n{GOOD}"),
             "admin.address",

@@ -101,7 +101,10 @@ fn the_example_config_parses_to_what_it_documents() {
                 rise: 2,
                 fall: 2,
             }),
-            fail_on_status: vec![503],
+            fail_on_status: vec![FailOn {
+                status: 503,
+                mark_down: true,
+            }],
             plugins: vec![],
             tls: None,
             ajp: None,

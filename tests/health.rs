@@ -130,11 +130,47 @@ async fn fail_on_status_retries_idempotent_requests_on_the_next_server() {
         health, "down",
         "like mod_jk, the failing server is put in error"
     );
-    // A POST is not retried: with tc1 marked down it goes to tc2, so force it to tc1.
+    // A POST is not sent twice: tc2's 503 is dropped for tether's own (mod_jk's), and tc2
+    // is marked down all the same.
     sims[1].set_status(503);
+    let before = sims.iter().map(|s| s.requests()).sum::<u64>();
     let resp = c
         .request("POST", "/", &[("Cookie", b"JSESSIONID=x.tc2")], b"data")
         .await
         .unwrap();
     assert_eq!(resp.status, 503, "a POST is never sent twice");
+    assert_eq!(sims.iter().map(|s| s.requests()).sum::<u64>(), before + 1);
+    assert_eq!(
+        resp.header("x-server"),
+        None,
+        "the server's answer is dropped"
+    );
+    let (_, health, _) = t.server_status(None, "tc2").await;
+    assert_eq!(
+        health, "down",
+        "marked down whether or not the request goes on"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_negative_fail_on_status_fails_the_try_without_marking_the_server_down() {
+    let sims = tomcats(2).await;
+    let t = start(cluster(&sims, "    fail_on_status: [-404]\n"));
+    sims[0].set_status(404);
+    let mut c = t.client();
+    for _ in 0..4 {
+        let resp = c.get("/", &[("Cookie", "JSESSIONID=x.tc1")]).await.unwrap();
+        assert_eq!(
+            (resp.status, resp.header("x-server")),
+            (200, Some("tc2")),
+            "tc1's 404 sends the GET on"
+        );
+    }
+    let (_, health, _) = t.server_status(None, "tc1").await;
+    assert_eq!(health, "up", "mod_jk's negative code: the server stays up");
+    let resp = c
+        .request("POST", "/", &[("Cookie", b"JSESSIONID=x.tc1")], b"data")
+        .await
+        .unwrap();
+    assert_eq!((resp.status, resp.header("x-server")), (503, None));
 }

@@ -47,7 +47,11 @@ fn mod_jk_workers_and_mounts_become_clusters_servers_and_routes() {
     assert_eq!(shop["balance"].as_str(), Some("least_inflight"));
     assert_eq!(shop["session_cookie"].as_str(), Some("SHOPSESSION"));
     assert_eq!(shop["session_path"].as_str(), Some("shopsession"));
-    assert_eq!(shop["fail_on_status"], parse("[503]"));
+    assert_eq!(
+        shop["fail_on_status"],
+        parse("[503, -404]"),
+        "negative: not marked down"
+    );
     assert_eq!(shop["connect_timeout"].as_str(), Some("2500ms"));
     assert_eq!(
         shop["read_timeout"].as_str(),
@@ -271,7 +275,6 @@ fn mod_jk_settings_without_an_equivalent_are_named_in_comments() {
     for needle in [
         "worker.shop.lock=P: tether shares no memory",
         "worker.shop1.secret is set",
-        "-404 (a 503 without marking the server down) has no tether equivalent",
         "status worker `jkstatus`",
         "admin API",
         "ps=\\,",

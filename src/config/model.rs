@@ -279,9 +279,10 @@ pub struct Cluster {
     /// Ejection from new sessions of a server that keeps answering 5xx (`outlier`).
     pub outlier: Option<Outlier>,
     pub health_check: Option<HealthCheck>,
-    /// Upstream statuses that count as a failure for idempotent requests: the next server
-    /// is tried (mod_jk `fail_on_status`, nginx `proxy_next_upstream http_503`).
-    pub fail_on_status: Vec<u16>,
+    /// Upstream statuses that fail the try (mod_jk `fail_on_status`, nginx
+    /// `proxy_next_upstream http_503`): the answer is dropped, the request goes to the
+    /// next server when it may, else gets 503.
+    pub fail_on_status: Vec<FailOn>,
     /// Routing plugins run after the listener's, for requests of this cluster.
     pub plugins: Vec<PluginSpec>,
     /// TLS to the servers; plain HTTP when absent.
@@ -336,6 +337,14 @@ pub enum AjpPing {
     Connect,
     /// Before each request, on new and kept connections (mod_jk's `P`).
     Request,
+}
+
+/// A `fail_on_status` entry: `503` marks the server down; `-404` (mod_jk's negative
+/// code) fails the try only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailOn {
+    pub status: u16,
+    pub mark_down: bool,
 }
 
 /// One backend application server.

@@ -1,7 +1,9 @@
 //! Validation of the operating sections: the admin API, health checks, `fail_on_status`.
 
 use super::check::Check;
-use super::model::{Admin, Cluster, HealthCheck, HealthCheckKind, Listener, PluginSpec, Role};
+use super::model::{
+    Admin, Cluster, FailOn, HealthCheck, HealthCheckKind, Listener, PluginSpec, Role,
+};
 use super::raw::{RawAdmin, RawHealthCheck, RawMetrics};
 use serde_yaml::Value;
 use std::net::SocketAddr;
@@ -225,17 +227,30 @@ pub(super) fn health_check(raw: RawHealthCheck, path: &str, check: &mut Check) -
     }
 }
 
-pub(super) fn fail_on_status(raw: Option<Vec<u16>>, path: &str, check: &mut Check) -> Vec<u16> {
-    let statuses = raw.unwrap_or_default();
-    for (i, s) in statuses.iter().enumerate() {
-        if !(400..=599).contains(s) {
-            check.err(
-                format!("{path}.fail_on_status[{i}]"),
-                "must be a 4xx or 5xx status",
-            );
+/// `fail_on_status: [503, -404]`: a 4xx or 5xx status, negative (mod_jk's) to fail the
+/// try without marking the server down.
+pub(super) fn fail_on_status(raw: Option<Vec<i32>>, path: &str, check: &mut Check) -> Vec<FailOn> {
+    let mut out: Vec<FailOn> = Vec::new();
+    for (i, &code) in raw.unwrap_or_default().iter().enumerate() {
+        let field = format!("{path}.fail_on_status[{i}]");
+        match u16::try_from(code.unsigned_abs()) {
+            Ok(status) if (400..=599).contains(&status) => {
+                if out.iter().any(|f| f.status == status) {
+                    check.err(field, format!("{status} is listed twice"));
+                } else {
+                    out.push(FailOn {
+                        status,
+                        mark_down: code > 0,
+                    });
+                }
+            }
+            _ => check.err(
+                field,
+                "must be a 4xx or 5xx status (negative: without marking the server down)",
+            ),
         }
     }
-    statuses
+    out
 }
 
 #[cfg(test)]

@@ -190,7 +190,7 @@ pub struct RawCluster {
     pub health_check: Option<RawHealthCheck>,
     #[serde(default)]
     pub plugins: Vec<Value>,
-    pub fail_on_status: Option<Vec<u16>>,
+    pub fail_on_status: Option<Vec<i32>>,
     pub tls: Option<RawClusterTls>,
     pub ajp: Option<RawAjp>,
     pub ssl_headers: Option<RawSslHeaders>,

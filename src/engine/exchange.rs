@@ -11,7 +11,7 @@ use super::wire;
 use crate::config::ListenerLimits;
 use crate::http1::framing::Body;
 use crate::http1::response::Framing;
-use crate::pipeline::{self, Failure, Heard, Relayed, RequestCtx};
+use crate::pipeline::{self, Failure, Heard, Relayed, RequestCtx, FAILED_STATUS};
 use crate::proxy::Secure;
 use crate::routing::Timeouts;
 use crate::upstream::request_head::{self, Replaced};
@@ -133,6 +133,7 @@ pub async fn attempt(
                 continue;
             }
             Heard::Retry => return Err(Failure::Status),
+            Heard::Failed => return Err(Failure::Upstream(FAILED_STATUS, "fail_on_status")),
             Heard::Final => {}
         }
         // A `101` is framed as having no body, and the connection is the tunnel's after it.

@@ -8,7 +8,7 @@ use super::send;
 use super::tunnel;
 use super::{Http2, Link};
 use crate::http1::response::ResponseHead;
-use crate::pipeline::{self, Failure, Heard, Relayed, RequestCtx};
+use crate::pipeline::{self, Failure, Heard, Relayed, RequestCtx, FAILED_STATUS};
 use crate::proxy::Secure;
 use crate::upstream::request_head::{self, dropped, framing, line, Replaced, Source, Upstream};
 use crate::upstream::{self, pool, BodyReader, Connected, ServerFields, Watch};
@@ -135,6 +135,7 @@ pub(super) async fn attempt(
                 continue;
             }
             Heard::Retry => return Err(Failure::Status),
+            Heard::Failed => return Err(Failure::Upstream(FAILED_STATUS, "fail_on_status")),
             Heard::Final => {}
         }
         let mut reader = BodyReader::new(framing, (len, filled));

@@ -72,16 +72,17 @@ impl Timeouts {
             }
             for code in list(&p.value) {
                 match code.parse::<i64>() {
-                    Ok(c) if (400..=599).contains(&c) => {
-                        if !self.statuses.contains(&c) {
+                    // Negative: the try fails (a 503, or the next server) and the server
+                    // is not marked down, in mod_jk as in tether.
+                    Ok(c) if (400..=599).contains(&c.abs()) => {
+                        if !self.statuses.iter().any(|s| s.abs() == c.abs()) {
                             self.statuses.push(c);
                         }
                     }
-                    Ok(c) if c < 0 => self.status_notes.push(format!(
-                        "{}: {code} (a 503 without marking the server down) has no tether equivalent",
+                    _ => self.status_notes.push(format!(
+                        "{}: `{code}` is not a 4xx or 5xx status; left out",
                         said(n, p)
                     )),
-                    _ => self.status_notes.push(format!("{}: `{code}` is not a 4xx or 5xx status; left out", said(n, p))),
                 }
             }
         }

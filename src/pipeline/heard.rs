@@ -1,6 +1,7 @@
 //! What a server's answer head does, for every front end: an interim answer is counted
 //! (more than [`MAX_INFORMATIONAL`] to one request is a broken server); a `fail_on_status`
-//! status marks the server down and sends the request on while a retry is allowed; a final
+//! status fails the try as in mod_jk: the answer is dropped, the server marked down (not
+//! for a negative code), and the request sent on while a retry is allowed, else a 503; a final
 //! answer teaches the partition table its `$WSPT`, tracks the session its `Set-Cookie`
 //! starts, and marks the server up. A failed connect marks the server down too.
 
@@ -21,18 +22,24 @@ pub enum Heard {
     Interim,
     /// One interim answer too many: the server is broken (502).
     TooManyInterim,
-    /// A `fail_on_status` status (mod_jk): the server was marked down, and the request
-    /// goes to the next one.
+    /// A `fail_on_status` status (mod_jk): the answer is dropped, and the request goes to
+    /// the next server.
     Retry,
+    /// A `fail_on_status` status, and the request may not go again: the answer is
+    /// dropped, and the client gets [`FAILED_STATUS`].
+    Failed,
     /// The final answer, relayed.
     Final,
 }
+
+/// The answer to a request whose last try failed on a `fail_on_status` status (mod_jk's).
+pub const FAILED_STATUS: u16 = 503;
 
 static WSPT: HeaderName = HeaderName::from_static("$wspt");
 
 /// The server of the request's current try answered `status` with `fields`; `may_retry`
 /// says whether the front end could send the request again (idempotent, its body still
-/// whole), asked only of a `fail_on_status` status.
+/// whole, idempotent), asked only of a `fail_on_status` status.
 pub fn heard(
     ctx: &mut RequestCtx,
     status: u16,
@@ -50,9 +57,14 @@ pub fn heard(
         return Heard::Final;
     };
     let slot = &router.servers()[i];
-    if router.fails_on(status) && ctx.tried.len() < router.max_attempts as usize && may_retry() {
-        status_failed(router, slot, status);
-        return Heard::Retry;
+    if let Some(mark_down) = router.fails_on(status) {
+        if mark_down {
+            status_failed(router, slot, status);
+        }
+        return match ctx.tried.len() < router.max_attempts as usize && may_retry() {
+            true => Heard::Retry,
+            false => Heard::Failed,
+        };
     }
     if router.is_websphere() {
         let learned = router.learn_wspt_response(fields.values(&WSPT));

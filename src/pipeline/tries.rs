@@ -147,7 +147,10 @@ impl Tries {
                 ctx.count_decision(self.decision);
                 Ok(())
             }
-            Failure::Status => Err(Ended::Failed(502, "fail_on_status".to_string())),
+            Failure::Status => Err(Ended::Failed(
+                super::FAILED_STATUS,
+                "fail_on_status".to_string(),
+            )),
             Failure::Upstream(status, why) => {
                 ctx.upstream_failed = true;
                 Err(Ended::Failed(status, format!("{why} ({})", address(ctx))))

@@ -91,7 +91,7 @@ pub struct ClusterRouter {
     partitions: Option<Arc<PartitionTable>>,
     private_headers: bool,
     health_check: Option<HealthCheck>,
-    fail_on_status: Box<[u16]>,
+    fail_on_status: Box<[crate::config::FailOn]>,
     domains: HashMap<Box<[u8]>, ()>,
     primaries: Pool,
     backups: Pool,
@@ -274,9 +274,12 @@ impl ClusterRouter {
         self.health_check.as_ref()
     }
 
-    /// Upstream statuses that count as a failure (idempotent requests try the next server).
-    pub fn fails_on(&self, status: u16) -> bool {
-        self.fail_on_status.contains(&status)
+    /// Does `status` fail the try (`fail_on_status`), and does it mark the server down?
+    pub fn fails_on(&self, status: u16) -> Option<bool> {
+        self.fail_on_status
+            .iter()
+            .find(|f| f.status == status)
+            .map(|f| f.mark_down)
     }
 
     /// Is this a WebSphere cluster (partition table, `$WSFO`)?

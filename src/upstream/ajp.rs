@@ -138,6 +138,9 @@ pub fn heard(
         pipeline::Heard::Final => Ok(true),
         pipeline::Heard::Interim => Ok(false),
         pipeline::Heard::Retry => Err(Failure::Status),
+        pipeline::Heard::Failed => {
+            Err(Failure::Upstream(pipeline::FAILED_STATUS, "fail_on_status"))
+        }
         pipeline::Heard::TooManyInterim => Err(Failure::Upstream(
             502,
             "too many informational (1xx) responses",
