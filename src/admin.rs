@@ -258,6 +258,30 @@ impl ServeHttp for AdminApp {
             (&Method::GET, ["clusters", cluster, "servers", server, "sessions"]) => {
                 drain::sessions(&self.control, cluster, server)
             }
+            (&Method::POST, ["clusters", cluster, "servers", server, "recover"]) => {
+                match self.control.recover(cluster, server) {
+                    Ok(was_down) => {
+                        info!("admin: {peer} recovered {cluster}/{server} (was down: {was_down})");
+                        json(
+                            StatusCode::OK,
+                            serde_json::json!({ "cluster": cluster, "server": server, "recovered": was_down }),
+                        )
+                    }
+                    Err(e) => control_error(e),
+                }
+            }
+            (&Method::POST, ["clusters", cluster, "servers", server, "reset"]) => {
+                match self.control.reset_counters(cluster, server) {
+                    Ok(()) => {
+                        info!("admin: {peer} reset the counters of {cluster}/{server}");
+                        json(
+                            StatusCode::OK,
+                            serde_json::json!({ "cluster": cluster, "server": server, "reset": true }),
+                        )
+                    }
+                    Err(e) => control_error(e),
+                }
+            }
             (&Method::POST, ["clusters", cluster, "servers", server, action]) => {
                 let query = session.req_header().uri.query().map(str::to_string);
                 let wait = match (*action, drain::parse_query(query.as_deref())) {
@@ -265,17 +289,18 @@ impl ServeHttp for AdminApp {
                     ("drain", Err(e)) => return error(StatusCode::BAD_REQUEST, e),
                     _ => None,
                 };
-                let state = match *action {
-                    "drain" => ServerState::Draining,
-                    "stop" => ServerState::Stopped,
-                    "activate" => ServerState::Active,
-                    _ => {
-                        return error(
+                let state =
+                    match *action {
+                        "drain" => ServerState::Draining,
+                        "stop" => ServerState::Stopped,
+                        "activate" => ServerState::Active,
+                        _ => return error(
                             StatusCode::NOT_FOUND,
-                            format!("unknown action `{action}` (drain, stop, activate)"),
-                        )
-                    }
-                };
+                            format!(
+                                "unknown action `{action}` (drain, stop, activate, recover, reset)"
+                            ),
+                        ),
+                    };
                 match self.control.set_state(cluster, server, state) {
                     Ok(before) => {
                         info!(

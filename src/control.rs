@@ -221,6 +221,20 @@ impl Control {
         Ok(before)
     }
 
+    /// The status worker's `recover`: a server marked down (or ejected) on this instance
+    /// takes requests again now; its health checks, if any, go on deciding. Whether it was
+    /// down.
+    pub fn recover(&self, cluster: &str, server: &str) -> Result<bool, ControlError> {
+        self.with_server(cluster, server, |slot| slot.live.recover())
+    }
+
+    /// The status worker's `reset`: the server's counters on `/status` (requests,
+    /// failures, errors, reply timeouts, the peak in flight) start again from 0.
+    /// Prometheus's counters never go back.
+    pub fn reset_counters(&self, cluster: &str, server: &str) -> Result<(), ControlError> {
+        self.with_server(cluster, server, |slot| slot.live.reset_counters())
+    }
+
     /// Sets a server's weight for new sessions; kept across reloads.
     pub fn set_weight(
         &self,

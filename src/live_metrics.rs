@@ -16,6 +16,7 @@ struct Families {
     state: IntGaugeVec,
     weight: IntGaugeVec,
     inflight: IntGaugeVec,
+    peak: IntGaugeVec,
     max_inflight: IntGaugeVec,
     queued: IntGaugeVec,
     table_size: IntGaugeVec,
@@ -60,6 +61,11 @@ impl LiveCollector {
             ),
             weight: gauge("tether_server_weight", "The server's current weight for new sessions.", server),
             inflight: gauge("tether_inflight_requests", "Requests being proxied to the server now.", server),
+            peak: gauge(
+                "tether_server_inflight_peak",
+                "The most requests in flight to the server at once since tether started or its counters were reset (the admin API's reset).",
+                server,
+            ),
             max_inflight: gauge(
                 "tether_server_max_inflight",
                 "The server's max_inflight: requests this instance has in flight to it at most (0: no bound).",
@@ -142,6 +148,7 @@ impl LiveCollector {
             families.state.desc(),
             families.weight.desc(),
             families.inflight.desc(),
+            families.peak.desc(),
             families.max_inflight.desc(),
             families.queued.desc(),
             families.table_size.desc(),
@@ -182,6 +189,7 @@ impl Collector for LiveCollector {
             &f.state,
             &f.weight,
             &f.inflight,
+            &f.peak,
             &f.max_inflight,
             &f.queued,
             &f.table_size,
@@ -229,6 +237,9 @@ impl Collector for LiveCollector {
                 f.inflight
                     .with_label_values(&[c, name])
                     .set(s.live.inflight() as i64);
+                f.peak
+                    .with_label_values(&[c, name])
+                    .set(s.live.peak() as i64);
                 let slots = s.live.slots();
                 f.max_inflight
                     .with_label_values(&[c, name])

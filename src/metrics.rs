@@ -36,6 +36,16 @@ pub(crate) static REQUESTS: Lazy<IntCounterVec> = Lazy::new(|| {
     .expect("register tether_requests_total")
 });
 
+pub(crate) static SERVER_FAILED: Lazy<IntCounterVec> = Lazy::new(|| {
+    register_int_counter_vec!(
+        "tether_server_failed_requests_total",
+        "Requests the server failed, which tether answered for it (jkstatus's errors): \
+         `timeout`, no answer in read_timeout (504; jkstatus's reply timeouts), or `error`.",
+        &["cluster", "server", "reason"]
+    )
+    .expect("register tether_server_failed_requests_total")
+});
+
 pub(crate) static REQUEST_DURATION: Lazy<HistogramVec> = Lazy::new(|| {
     register_histogram_vec!(
         "tether_request_duration_seconds",

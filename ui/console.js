@@ -311,6 +311,8 @@
       button('Drain until empty', 'operate', drainUntilEmpty),
       button('Stop', 'operate', stop),
       button('Activate', 'operate', activate),
+      button('Recover', 'operate', recover),
+      button('Reset counters', 'operate', resetCounters),
       button('Weight…', 'operate', weight),
       button('Drop change', 'admin', dropChange),
     );
@@ -338,9 +340,12 @@
     // In flight against max_inflight (when bounded), and the requests waiting for a slot.
     setText(c.inflight, s.inflight + (s.max_inflight ? ' / ' + s.max_inflight : '') +
       (s.queued ? ' (' + s.queued + ' queued)' : ''));
+    c.inflight.title = 'at most ' + s.inflight_peak + ' at once since the start or a reset';
     const rate = state.rates.get(key);
     setText(c.rate, rate === undefined ? '' : rate.toFixed(1));
-    setText(c.errors, s.failures);
+    // Requests the server failed (of them, reply timeouts), and its marks down.
+    setText(c.errors, s.errors + (s.reply_timeouts ? ' (' + s.reply_timeouts + ' timeouts)' : '') +
+      (s.failures ? ', ' + s.failures + ' marked down' : ''));
     setText(c.ejected, s.ejected_for_seconds ? s.ejected_for_seconds + ' s more' : '');
     const live = s.sessions;
     let liveText = '';
@@ -481,6 +486,19 @@
   const drain = (c, s) => stateChange('drain', c, s, ' It takes no new sessions; its sessions stay.');
   const stop = (c, s) => stateChange('stop', c, s, ' Its sessions fail over to the other servers.');
   const activate = (c, s) => stateChange('activate', c, s);
+
+  // mod_jk's status worker: clear a down mark now; zero the counters /status shows.
+  async function recover(c, s) {
+    if (await ask('Recover ' + c + '/' + s + '? It takes requests again now, whatever marked it down.') === null) return;
+    await act('recover', 'POST', serverPath(c, s) + '/recover', undefined,
+      (d) => c + '/' + s + (d && d.recovered ? ' is recovered.' : ' was not down.'));
+  }
+
+  async function resetCounters(c, s) {
+    if (await ask('Reset the counters of ' + c + '/' + s + '?') === null) return;
+    await act('reset', 'POST', serverPath(c, s) + '/reset', undefined,
+      () => 'The counters of ' + c + '/' + s + ' start again from 0.');
+  }
 
   async function drainUntilEmpty(c, s) {
     if (await stateChange('drain', c, s, ' The console then shows its live sessions until none is left.')) {

@@ -1,13 +1,16 @@
 //! Per-cluster metric handles, resolved when the routing snapshot is built.
 
 use super::{
-    CONNECT_DURATION, CONNECT_FAILURES, DECISIONS, REQUESTS, REQUEST_DURATION, RETRIES, WSFO,
+    CONNECT_DURATION, CONNECT_FAILURES, DECISIONS, REQUESTS, REQUEST_DURATION, RETRIES,
+    SERVER_FAILED, WSFO,
 };
 use crate::routing::{ClusterRouter, Outcome};
 use pingora_prometheus::prometheus::{Histogram, IntCounter};
 
 /// Status classes, by `status / 100`; index 0 is a request that got no response.
 const CLASSES: [&str; 6] = ["none", "1xx", "2xx", "3xx", "4xx", "5xx"];
+/// The `reason` labels of `tether_server_failed_requests_total`.
+const FAILED: [&str; 2] = ["error", "timeout"];
 /// The `server` label of requests tether answered itself.
 const NO_SERVER: &str = "none";
 
@@ -17,6 +20,8 @@ pub struct ClusterMetrics {
     duration: Histogram,
     connect: Histogram,
     connect_failures: Box<[IntCounter]>,
+    /// `[server][error, timeout]`.
+    failed: Box<[[IntCounter; 2]]>,
     retries: IntCounter,
     /// Indexed by [`Outcome::index`]; `rejected` last.
     decisions: Box<[IntCounter]>,
@@ -37,6 +42,9 @@ impl ClusterMetrics {
                         let _ = REQUESTS.remove_label_values(&[c, name, class]);
                     }
                     let _ = CONNECT_FAILURES.remove_label_values(&[c, name]);
+                    for reason in FAILED {
+                        let _ = SERVER_FAILED.remove_label_values(&[c, name, reason]);
+                    }
                 }
             }
         }
@@ -53,6 +61,11 @@ impl ClusterMetrics {
             .iter()
             .map(|s| CONNECT_FAILURES.with_label_values(&[c, &s.config.name]))
             .collect();
+        let failed = router
+            .servers()
+            .iter()
+            .map(|s| FAILED.map(|r| SERVER_FAILED.with_label_values(&[c, &s.config.name, r])))
+            .collect();
         let decisions = Outcome::ALL
             .iter()
             .map(|o| o.as_str())
@@ -64,6 +77,7 @@ impl ClusterMetrics {
             duration: REQUEST_DURATION.with_label_values(&[c]),
             connect: CONNECT_DURATION.with_label_values(&[c]),
             connect_failures,
+            failed,
             retries: RETRIES.with_label_values(&[c]),
             decisions,
             wsfo: WSFO.with_label_values(&[c]),
@@ -96,6 +110,13 @@ impl ClusterMetrics {
     pub fn connect_failed(&self, server: usize) {
         if let Some(c) = self.connect_failures.get(server) {
             c.inc();
+        }
+    }
+
+    /// tether answered a request for `server`, which failed it (`timeout`: a 504).
+    pub fn server_failed(&self, server: usize, timeout: bool) {
+        if let Some(c) = self.failed.get(server) {
+            c[usize::from(timeout)].inc();
         }
     }
 

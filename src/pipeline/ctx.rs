@@ -153,6 +153,13 @@ impl RequestCtx {
         }
         if let (Some(router), Some(i), None) = (&self.router, server, self.rejected) {
             router.observe(i, status, self.upstream_failed, crate::routing::ms_at(end));
+            if self.upstream_failed {
+                let timeout = status == 504;
+                router.servers()[i].live.failed_request(timeout);
+                if let Some(m) = &self.metrics {
+                    m.server_failed(i, timeout);
+                }
+            }
         }
         super::plugins::log(self, status, server);
         (server, duration)

@@ -25,8 +25,14 @@ pub struct ServerLive {
     down_since: AtomicU64,
     weight: AtomicU32,
     inflight: AtomicU64,
+    /// The most requests in flight at once since the start (or the last `reset`).
+    peak: AtomicU64,
     requests: AtomicU64,
     failures: AtomicU64,
+    /// Requests tether answered for the server (it failed them), and of those the ones
+    /// it did not answer in `read_timeout` (jkstatus's errors and reply timeouts).
+    errors: AtomicU64,
+    reply_timeouts: AtomicU64,
     /// State or weight was changed at run time (admin API): a reload keeps them.
     runtime_override: AtomicBool,
     /// `now_ms() + 1` when the server last came back (health recovered, activated, added
@@ -92,8 +98,11 @@ impl ServerLive {
             down_since: AtomicU64::new(0),
             weight: AtomicU32::new(weight),
             inflight: AtomicU64::new(0),
+            peak: AtomicU64::new(0),
             requests: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            reply_timeouts: AtomicU64::new(0),
             runtime_override: AtomicBool::new(false),
             back_since: AtomicU64::new(0),
             fails_5xx: AtomicU32::new(0),
@@ -307,8 +316,57 @@ impl ServerLive {
 
     /// Counts a request sent to this server and returns nothing to undo but [`Self::done`].
     pub fn start(&self) {
-        self.inflight.fetch_add(1, Relaxed);
+        let now = self.inflight.fetch_add(1, Relaxed) + 1;
+        // A plain load first: a new peak is rare, and a read shares the cache line.
+        if now > self.peak.load(Relaxed) {
+            self.peak.fetch_max(now, Relaxed);
+        }
         self.requests.fetch_add(1, Relaxed);
+    }
+
+    /// tether answered a request for the server, which failed it (`timeout`: no answer in
+    /// `read_timeout`).
+    pub fn failed_request(&self, timeout: bool) {
+        self.errors.fetch_add(1, Relaxed);
+        if timeout {
+            self.reply_timeouts.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// The status worker's `reset`: the counters read on `/status` start again from 0, and
+    /// the peak from what is in flight now.
+    pub fn reset_counters(&self) {
+        for c in [
+            &self.requests,
+            &self.failures,
+            &self.errors,
+            &self.reply_timeouts,
+        ] {
+            c.store(0, Relaxed);
+        }
+        self.peak.store(self.inflight(), Relaxed);
+    }
+
+    /// The status worker's `recover`: a server marked down (by failures, or ejected as an
+    /// outlier) takes requests again now; true when it was down or ejected.
+    pub fn recover(&self) -> bool {
+        let ejected = self.ejected(super::now_ms());
+        self.end_ejection();
+        let was_down = self.mark_up();
+        self.reset_5xx();
+        was_down || ejected
+    }
+
+    pub fn peak(&self) -> u64 {
+        self.peak.load(Relaxed)
+    }
+
+    pub fn errors(&self) -> u64 {
+        self.errors.load(Relaxed)
+    }
+
+    pub fn reply_timeouts(&self) -> u64 {
+        self.reply_timeouts.load(Relaxed)
     }
 
     pub fn done(&self) {
