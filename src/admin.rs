@@ -289,18 +289,19 @@ impl ServeHttp for AdminApp {
                     ("drain", Err(e)) => return error(StatusCode::BAD_REQUEST, e),
                     _ => None,
                 };
-                let state =
-                    match *action {
-                        "drain" => ServerState::Draining,
-                        "stop" => ServerState::Stopped,
-                        "activate" => ServerState::Active,
-                        _ => return error(
+                let state = match *action {
+                    "drain" => ServerState::Draining,
+                    "stop" => ServerState::Stopped,
+                    "activate" => ServerState::Active,
+                    _ => {
+                        return error(
                             StatusCode::NOT_FOUND,
                             format!(
                                 "unknown action `{action}` (drain, stop, activate, recover, reset)"
                             ),
-                        ),
-                    };
+                        )
+                    }
+                };
                 match self.control.set_state(cluster, server, state) {
                     Ok(before) => {
                         info!(

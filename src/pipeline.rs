@@ -28,7 +28,7 @@ pub use ctx::RequestCtx;
 pub use decide::{decide, log_refusal, settled};
 pub use fleet_wait::{settle as await_fleet, waits as waits_for_fleet};
 pub use front::Front;
-pub use heard::{connect_failed, heard, Heard, FAILED_STATUS, MAX_INFORMATIONAL};
+pub use heard::{connect_failed, dropped, heard, Heard, FAILED_STATUS, MAX_INFORMATIONAL};
 pub use slot::{take as take_slot, take_now};
 pub use tries::{idempotent, Ended, Failure, Relayed, Stop, Tries, DROPPED};
 

@@ -70,9 +70,11 @@ impl TetherProxy {
     }
 }
 
-/// Only idempotent requests whose body is still fully buffered may be sent again.
-pub(crate) fn retry_allowed(session: &Session) -> bool {
-    session.req_header().method.is_idempotent() && !session.as_ref().retry_buffer_truncated()
+/// Only idempotent requests (or any, with `retry_non_idempotent`) whose body is still
+/// fully buffered may be sent again.
+pub(crate) fn retry_allowed(session: &Session, ctx: &RequestCtx) -> bool {
+    ctx.resendable(session.req_header().method.is_idempotent())
+        && !session.as_ref().retry_buffer_truncated()
 }
 
 /// What tether does in each of Pingora's phases, as plain methods: `hooks.rs` calls them
@@ -319,7 +321,8 @@ impl TetherProxy {
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         let status = upstream_response.status.as_u16();
-        let may_retry = || retry_allowed(session);
+        let allowed = retry_allowed(session, ctx);
+        let may_retry = || allowed;
         match pipeline::heard(ctx, status, &upstream_response.headers, may_retry) {
             // An interim answer: the final one decides the server's health and learning.
             Heard::Interim => return Ok(()),

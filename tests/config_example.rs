@@ -113,6 +113,7 @@ fn the_example_config_parses_to_what_it_documents() {
                 length: 1000,
                 timeout: Duration::from_secs(5),
             },
+            retry: tether::config::Retry::default(),
             servers: vec![
                 server("n1", 8081, 1),
                 Server {

@@ -240,3 +240,60 @@ fn trusted_proxies_are_the_listeners_when_the_plugin_trusted_them() {
         "{yaml}"
     );
 }
+
+#[test]
+fn server_io_timeouts_carry_over_as_the_plugin_meant_them() {
+    let dir = scratch("ws-timeouts");
+    let config = |cluster_attrs: &str, server_attrs: &str| {
+        format!(
+            r#"<?xml version="1.0" encoding="ISO-8859-1"?>
+<Config>
+   <ServerCluster Name="C" {cluster_attrs}>
+      <Server CloneID="c1" Name="s1" {server_attrs}><Transport Hostname="10.0.3.1" Port="9080" Protocol="http"/></Server>
+      <Server CloneID="c2" Name="s2" {server_attrs}><Transport Hostname="10.0.3.2" Port="9080" Protocol="http"/></Server>
+   </ServerCluster>
+</Config>
+"#
+        )
+    };
+    let cluster = |name: &str, cluster_attrs: &str, server_attrs: &str| {
+        let file = dir.join(name);
+        std::fs::write(&file, config(cluster_attrs, server_attrs)).unwrap();
+        let yaml = import(&["websphere", file.to_str().unwrap()]);
+        check(&yaml, name);
+        (parse(&yaml)["clusters"][0].clone(), yaml)
+    };
+    // No ServerIOTimeout: the plug-in blocked, as long as the server took.
+    let (c, yaml) = cluster("blocking.xml", "", "");
+    assert_eq!(c["read_timeout"].as_str(), Some("24h"), "{yaml}");
+    assert!(c["retry_on"].is_null(), "nothing timed out: {yaml}");
+    // A timeout, and ServerIOTimeoutRetry's default (-1): the request went elsewhere.
+    let (c, yaml) = cluster("retry.xml", "", r#"ServerIOTimeout="120""#);
+    assert_eq!(c["read_timeout"].as_str(), Some("2m"));
+    assert_eq!(
+        c["retry_on"],
+        parse("[connect_failure, empty_response, response_timeout]"),
+        "{yaml}"
+    );
+    // A bounded number of resends, and none.
+    let (c, _) = cluster(
+        "two.xml",
+        r#"ServerIOTimeoutRetry="2""#,
+        r#"ServerIOTimeout="-60""#,
+    );
+    assert_eq!(
+        c["max_attempts"].as_u64(),
+        Some(3),
+        "the first try and 2 resends"
+    );
+    let (c, yaml) = cluster(
+        "none.xml",
+        r#"ServerIOTimeoutRetry="0""#,
+        r#"ServerIOTimeout="60""#,
+    );
+    assert!(c["retry_on"].is_null(), "{yaml}");
+    assert!(
+        yaml.contains("a timed-out request is not sent again"),
+        "{yaml}"
+    );
+}

@@ -139,6 +139,13 @@ pub(super) fn cluster(
     }
     let max_inflight = super::queue::max_inflight(c.max_inflight, 0, path, check);
     let queue = super::queue::queue(c.queue.as_ref(), path, check);
+    let retry = super::retry::retry(
+        c.retry_on.as_deref(),
+        c.retry_non_idempotent,
+        c.retry_timeout.as_deref(),
+        path,
+        check,
+    );
     let servers = servers(raw_servers, (session_style, max_inflight), path, check);
     if let Some(t) = c
         .tls
@@ -224,6 +231,7 @@ pub(super) fn cluster(
             .as_ref()
             .map(|h| super::tls::ssl_headers(h, path, check)),
         queue,
+        retry,
         servers,
     }
 }

@@ -293,6 +293,8 @@ pub struct Cluster {
     pub ssl_headers: Option<SslHeaders>,
     /// Requests waiting for a slot on a server at its `max_inflight`.
     pub queue: Queue,
+    /// Which failures of a try send the request to the next server (`retry_on`).
+    pub retry: Retry,
     pub servers: Vec<Server>,
 }
 
@@ -337,6 +339,43 @@ pub enum AjpPing {
     Connect,
     /// Before each request, on new and kept connections (mod_jk's `P`).
     Request,
+}
+
+/// Which failures of a try send the request to the next server, and which requests may
+/// go again (`retry_on`, `retry_non_idempotent`, `retry_timeout`). Always within
+/// `max_attempts`, and never once an answer began or a body streamed past what was kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retry {
+    /// No connection (nothing of the request was sent).
+    pub connect_failure: bool,
+    /// The server closed or reset a new connection before any byte of an answer.
+    pub empty_response: bool,
+    /// An answer head that does not parse, or ends before it is whole.
+    pub junk_response: bool,
+    /// No answer head within `read_timeout`; the server is not marked down (the
+    /// plug-in's positive `ServerIOTimeout`).
+    pub response_timeout: bool,
+    /// Answers with these statuses go to the next server (the last try's is relayed);
+    /// the server is not marked down (that is `fail_on_status`).
+    pub statuses: Vec<u16>,
+    /// Requests other than GET, HEAD, PUT, DELETE, OPTIONS and TRACE may go again too.
+    pub non_idempotent: bool,
+    /// No new try once this long passed since the request began.
+    pub timeout: Option<std::time::Duration>,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry {
+            connect_failure: true,
+            empty_response: true,
+            junk_response: false,
+            response_timeout: false,
+            statuses: Vec::new(),
+            non_idempotent: false,
+            timeout: None,
+        }
+    }
 }
 
 /// A `fail_on_status` entry: `503` marks the server down; `-404` (mod_jk's negative

@@ -203,6 +203,10 @@ pub struct RawCluster {
     pub outlier: Option<RawOutlier>,
     pub max_inflight: Option<u32>,
     pub queue: Option<RawQueue>,
+    pub retry_on: Option<Vec<Value>>,
+    pub retry_non_idempotent: Option<bool>,
+    #[serde(default, deserialize_with = "duration_text")]
+    pub retry_timeout: Option<String>,
 }
 
 /// `clusters[].queue`: requests waiting for a slot on a server at its `max_inflight`.

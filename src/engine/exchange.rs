@@ -93,9 +93,7 @@ pub async fn attempt(
         let (len, framing, server_keeps) =
             match read_head(&mut up, c, &mut filled, reused, timeouts, req).await {
                 // Once the body streamed, nothing is sent again.
-                Err(Failure::Stale | Failure::Dropped(_)) if req.upload.streamed() => {
-                    return Err(Failure::Upstream(502, "the server closed the connection"))
-                }
+                Err(failure) if req.upload.streamed() => return Err(failure.unsendable()),
                 r => r?,
             };
         let status = c.up_head.status;

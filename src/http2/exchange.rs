@@ -99,9 +99,7 @@ pub(super) async fn attempt(
         );
         let (len, framing, server_keeps) = match read.await {
             // Once the body streamed, nothing is sent again.
-            Err(Failure::Stale | Failure::Dropped(_)) if x.upload.streamed() => {
-                return Err(Failure::Upstream(502, "the server closed the connection"))
-            }
+            Err(failure) if x.upload.streamed() => return Err(failure.unsendable()),
             r => r?,
         };
         let status = x.head.status;

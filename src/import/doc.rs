@@ -14,6 +14,8 @@ pub enum Value {
     /// Milliseconds, written `10s` or `1500ms`.
     Dur(u64),
     Nums(Vec<i64>),
+    /// `[a, b]`: plain words.
+    Words(Vec<&'static str>),
 }
 
 /// `key: value  # note`.
@@ -260,6 +262,7 @@ fn value(v: &Value) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
+        Value::Words(list) => format!("[{}]", list.join(", ")),
     }
 }
 

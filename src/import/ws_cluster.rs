@@ -52,7 +52,6 @@ fn why(attr: &str) -> &'static str {
             "tether reads bodies up to listeners[].limits.request_buffer (at most 64 KiB) before connecting"
         }
         "GetDWLMTable" => "tether learns partition tables from $WSPT on every response",
-        "ServerIOTimeoutRetry" => "tether does not resend a request whose server timed out",
         "MaxConnections" => "not a number",
         _ => "no tether equivalent",
     }
@@ -138,7 +137,8 @@ pub fn convert(sc: Node, name: &str, file: &str) -> Result<Cluster, ImportError>
     for a in sc.attributes() {
         let s = attr_said(sc, a.name());
         match a.name() {
-            "Name" => {}
+            // Read with the servers' ServerIOTimeout (`timeout_retries`).
+            "Name" | "ServerIOTimeoutRetry" => {}
             "LoadBalance" if a.value().eq_ignore_ascii_case("round robin") => {
                 c.item.set("balance", Value::Str("weighted".into()), s)
             }
@@ -208,6 +208,8 @@ pub fn convert(sc: Node, name: &str, file: &str) -> Result<Cluster, ImportError>
     let want = if https { "https" } else { "http" };
     let mut names = Namer::default();
     let (mut connect, mut read) = (Largest::default(), Largest::default());
+    // Servers whose timed-out requests the plug-in sent to another server.
+    let mut timing_out: Vec<String> = Vec::new();
     let mut all_clones = true;
     let mut keyrings: Vec<String> = Vec::new();
     let mut by_ip = false;
@@ -299,14 +301,20 @@ pub fn convert(sc: Node, name: &str, file: &str) -> Result<Cluster, ImportError>
                 }
                 ("ConnectTimeout", Ok(v)) if v > 0 => connect.values.push((v as u64 * 1000, said)),
                 ("ConnectTimeout", Ok(_)) => item.note(format!("{said}: the system's connect timeout; tether's default (3s) is kept")),
-                ("ServerIOTimeout", Ok(v)) if v > 0 => read.values.push((
-                    v as u64 * 1000,
-                    format!("{said} (positive: the plug-in kept the server up and, with ServerIOTimeoutRetry's default, sent the request to another server; tether answers 504 and keeps the server up)"),
-                )),
-                ("ServerIOTimeout", Ok(v)) if v < 0 => read.values.push((
-                    v.unsigned_abs() * 1000,
-                    format!("{said} (negative: the plug-in marked the server down after a timeout; tether answers 504 and keeps it up)"),
-                )),
+                ("ServerIOTimeout", Ok(v)) if v > 0 => {
+                    timing_out.push(raw_name.to_string());
+                    read.values.push((
+                        v as u64 * 1000,
+                        format!("{said} (positive: the plug-in kept the server up and sent the request to another server, as tether does with retry_on: response_timeout)"),
+                    ))
+                }
+                ("ServerIOTimeout", Ok(v)) if v < 0 => {
+                    timing_out.push(raw_name.to_string());
+                    read.values.push((
+                        v.unsigned_abs() * 1000,
+                        format!("{said} (negative: the plug-in marked the server down after a timeout; tether sends the request on and keeps the server up, and outlier.consecutive_errors ejects one that keeps failing)"),
+                    ))
+                }
                 ("MaxConnections", Ok(v)) if v > 0 => {
                     let b = v.min(100_000);
                     item.set("max_inflight", Value::Num(b), said.clone());
@@ -317,7 +325,7 @@ pub fn convert(sc: Node, name: &str, file: &str) -> Result<Cluster, ImportError>
                     ));
                 }
                 ("MaxConnections", Ok(_)) => item.note(format!("{said}: no bound, as tether's default")),
-                ("ServerIOTimeout", Ok(_)) => item.note(format!("{said}: waits forever; tether's read_timeout is bounded, its default (60s) is kept")),
+                ("ServerIOTimeout", Ok(_)) => read.values.push((86_400_000, format!("{said}: the plug-in waited as long as the server took; tether's read_timeout is bounded, here at its most"))),
                 (n, _) => item.note(format!("{said}: {}", why(n))),
             }
         }
@@ -343,8 +351,22 @@ pub fn convert(sc: Node, name: &str, file: &str) -> Result<Cluster, ImportError>
             ));
         }
     }
+    // Without ServerIOTimeout the plug-in blocked: it waited as long as the server took.
+    for s in servers
+        .iter()
+        .filter(|s| s.attribute("ServerIOTimeout").is_none())
+    {
+        read.values.push((
+            86_400_000,
+            format!(
+                "Server `{}` has no ServerIOTimeout: the plug-in waited as long as the server took; tether's read_timeout is bounded, here at its most (its default, 60s, would answer long requests with 504)",
+                s.attribute("Name").unwrap_or("")
+            ),
+        ));
+    }
     connect.set(&mut c.item, "connect_timeout", 600_000);
     read.set(&mut c.item, "read_timeout", 86_400_000);
+    timeout_retries(sc, &timing_out, &mut c.item);
     if all_clones {
         c.item.fields.insert(
             1,
@@ -366,6 +388,45 @@ pub fn convert(sc: Node, name: &str, file: &str) -> Result<Cluster, ImportError>
         c.sections.push(("websphere", ws));
     }
     Ok(c)
+}
+
+/// `ServerIOTimeoutRetry` (default -1, no limit but the servers; 0, none): the plug-in
+/// sent a request whose server timed out to another server, as `retry_on:
+/// response_timeout` does; a positive value bounds the resends (`max_attempts`).
+fn timeout_retries(sc: Node, timing_out: &[String], item: &mut Item) {
+    let attr = sc.attribute("ServerIOTimeoutRetry");
+    let retries = attr.map_or(Ok(-1), str::parse::<i64>);
+    let said = match attr {
+        Some(v) => format!("ServerIOTimeoutRetry=\"{v}\""),
+        None => "ServerIOTimeoutRetry's default (-1)".to_string(),
+    };
+    match retries {
+        Ok(0) => item.note(format!(
+            "{said}: a timed-out request is not sent again, as tether's default"
+        )),
+        Ok(_) if timing_out.is_empty() => item.note(format!(
+            "{said}: no Server has a ServerIOTimeout, so nothing timed out"
+        )),
+        Ok(n) => {
+            item.set(
+                "retry_on",
+                Value::Words(vec![
+                    "connect_failure",
+                    "empty_response",
+                    "response_timeout",
+                ]),
+                format!("{said}: a request whose server timed out went to another server"),
+            );
+            if n > 0 {
+                item.set(
+                    "max_attempts",
+                    Value::Num((n + 1).min(16)),
+                    format!("{said}: the first try and {n} resends"),
+                );
+            }
+        }
+        Err(_) => item.note(format!("{said}: not a number, left out")),
+    }
 }
 
 /// The cluster's `tls:` for https transports.

@@ -132,6 +132,24 @@ impl RequestCtx {
         self.connect_start = Some(crate::poll_time::now());
     }
 
+    /// May the request have another try: within the cluster's `max_attempts`, and before
+    /// its `retry_timeout` ran out?
+    pub fn may_try_again(&self) -> bool {
+        let Some(router) = &self.router else {
+            return false;
+        };
+        self.tried.len() < router.max_attempts as usize
+            && router
+                .retry
+                .timeout
+                .is_none_or(|t| self.start.elapsed() < t)
+    }
+
+    /// May a request of this kind (`idempotent` or not) be sent again, its body whole?
+    pub fn resendable(&self, idempotent: bool) -> bool {
+        idempotent || self.router.as_ref().is_some_and(|r| r.retry.non_idempotent)
+    }
+
     /// The request ended with `status` (0: none went out): its server released, its
     /// metrics, the server's record of answers (`outlier`), and the plugins' logging
     /// phase. The server it went to last, and how long it took.

@@ -39,7 +39,8 @@ static WSPT: HeaderName = HeaderName::from_static("$wspt");
 
 /// The server of the request's current try answered `status` with `fields`; `may_retry`
 /// says whether the front end could send the request again (idempotent, its body still
-/// whole, idempotent), asked only of a `fail_on_status` status.
+/// whole, and idempotent or `retry_non_idempotent`), asked only of a status that fails
+/// the try (`fail_on_status`, `retry_on`).
 pub fn heard(
     ctx: &mut RequestCtx,
     status: u16,
@@ -61,10 +62,19 @@ pub fn heard(
         if mark_down {
             status_failed(router, slot, status);
         }
-        return match ctx.tried.len() < router.max_attempts as usize && may_retry() {
+        return match ctx.may_try_again() && may_retry() {
             true => Heard::Retry,
             false => Heard::Failed,
         };
+    }
+    // `retry_on` a status: the next server, the server not marked down; the last try's
+    // answer is relayed (so is one no other server could take instead).
+    if router.retries_on(status)
+        && ctx.may_try_again()
+        && router.another_could_take(&ctx.tried, now_ms())
+        && may_retry()
+    {
+        return Heard::Retry;
     }
     if router.is_websphere() {
         let learned = router.learn_wspt_response(fields.values(&WSPT));
@@ -102,8 +112,21 @@ fn status_failed(router: &ClusterRouter, slot: &ServerSlot, status: u16) {
 }
 
 /// A connection to the request's current server failed (`why`, in words): the server is
-/// marked down, and the answer says whether another try is allowed (`max_attempts`).
+/// marked down, and the answer says whether another try is allowed (`retry_on`'s
+/// `connect_failure`, within `max_attempts` and `retry_timeout`).
 pub fn connect_failed(ctx: &RequestCtx, why: &str) -> bool {
+    marked_failed(ctx, why) && ctx.router.as_ref().is_some_and(|r| r.retry.connect_failure)
+}
+
+/// A new connection was closed or reset before any byte of an answer ([`super::DROPPED`] or
+/// another `why`): the server is marked down as after a failed connect, and the answer
+/// says whether another try is allowed (`retry_on`'s `empty_response`).
+pub fn dropped(ctx: &RequestCtx, why: &str) -> bool {
+    marked_failed(ctx, why) && ctx.router.as_ref().is_some_and(|r| r.retry.empty_response)
+}
+
+/// Marks the current server down for `why`; whether the request may try again.
+fn marked_failed(ctx: &RequestCtx, why: &str) -> bool {
     let (Some(router), Some(i)) = (&ctx.router, ctx.server) else {
         return false;
     };
@@ -117,5 +140,5 @@ pub fn connect_failed(ctx: &RequestCtx, why: &str) -> bool {
             router.name, slot.config.name
         );
     }
-    ctx.tried.len() < router.max_attempts as usize
+    ctx.may_try_again()
 }

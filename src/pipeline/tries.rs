@@ -4,7 +4,7 @@
 //! the same server again on a new connection (a kept one the server had closed), or the
 //! end, with what the front end must answer.
 
-use super::{connect_failed, decide, settled, take_now, take_slot, Front, RequestCtx};
+use super::{connect_failed, decide, dropped, settled, take_now, take_slot, Front, RequestCtx};
 use crate::http1::head::Refusal;
 use crate::routing::{ms_at, now_ms, Decision, Reject};
 
@@ -39,8 +39,13 @@ pub enum Failure {
     /// request goes to another server, as nginx's `proxy_next_upstream error` and
     /// mod_jk's recovery send it, and the server is marked down as after a failed connect.
     Dropped(&'static str),
-    /// The server answered a `fail_on_status` status.
+    /// The server answered a `fail_on_status` or `retry_on` status.
     Status,
+    /// No answer head within `read_timeout` (504 when it ends the request).
+    Timeout,
+    /// An answer head that does not parse, or that ended before it was whole (502 when
+    /// it ends the request).
+    Junk(&'static str),
     /// The server failed: answer the client with this status (502, 504).
     Upstream(u16, &'static str),
     /// The client went away (499 while the server worked) or did not read in time, after
@@ -49,6 +54,24 @@ pub enum Failure {
     /// The streamed body stopped: too slow, malformed, or its client gone.
     Body(Stop),
 }
+
+impl Failure {
+    /// The failure as it ends the request once its body streamed to the server (nothing
+    /// is sent again): no kind that another try could mend.
+    pub fn unsendable(self) -> Failure {
+        match self {
+            Failure::Stale | Failure::Dropped(_) => {
+                Failure::Upstream(502, "the server closed the connection")
+            }
+            Failure::Timeout => Failure::Upstream(504, TIMED_OUT),
+            Failure::Junk(why) => Failure::Upstream(502, why),
+            other => other,
+        }
+    }
+}
+
+/// Why a try failed that got no answer head within `read_timeout`.
+pub const TIMED_OUT: &str = "the server did not answer in time";
 
 /// A relayed answer: its status, and whether the client's connection may go on.
 pub struct Relayed {
@@ -124,14 +147,14 @@ impl Tries {
             }
             // The server closed a kept connection: the same server, on a new one (the
             // decision stands).
-            Failure::Stale if retry && idempotent => Ok(()),
+            Failure::Stale if retry && ctx.resendable(idempotent) => Ok(()),
             Failure::Stale => {
                 ctx.upstream_failed = true;
                 let why = format!("the server closed a kept connection ({})", address(ctx));
                 Err(Ended::Failed(502, why))
             }
-            Failure::Dropped(why) if idempotent => {
-                if connect_failed(ctx, why) && retry {
+            Failure::Dropped(why) if ctx.resendable(idempotent) => {
+                if dropped(ctx, why) && retry {
                     self.decide_again(ctx, front).await;
                     return Ok(());
                 }
@@ -151,6 +174,26 @@ impl Tries {
                 super::FAILED_STATUS,
                 "fail_on_status".to_string(),
             )),
+            // `retry_on`: response_timeout, junk_response. The server is not marked down
+            // (its slowness or one bad answer is not an outage; `outlier` ejects one that
+            // keeps failing).
+            Failure::Timeout | Failure::Junk(_)
+                if retry && self.again(ctx, &failure, idempotent) =>
+            {
+                self.decide_again(ctx, front).await;
+                Ok(())
+            }
+            Failure::Timeout => {
+                ctx.upstream_failed = true;
+                Err(Ended::Failed(
+                    504,
+                    format!("{TIMED_OUT} ({})", address(ctx)),
+                ))
+            }
+            Failure::Junk(why) => {
+                ctx.upstream_failed = true;
+                Err(Ended::Failed(502, format!("{why} ({})", address(ctx))))
+            }
             Failure::Upstream(status, why) => {
                 ctx.upstream_failed = true;
                 Err(Ended::Failed(status, format!("{why} ({})", address(ctx))))
@@ -162,6 +205,19 @@ impl Tries {
 }
 
 impl Tries {
+    /// Does `retry_on` send the request on after `failure` (a timeout or junk)?
+    fn again(&self, ctx: &RequestCtx, failure: &Failure, idempotent: bool) -> bool {
+        let Some(router) = &ctx.router else {
+            return false;
+        };
+        let on = match failure {
+            Failure::Timeout => router.retry.response_timeout,
+            Failure::Junk(_) => router.retry.junk_response,
+            _ => false,
+        };
+        on && ctx.resendable(idempotent) && ctx.may_try_again()
+    }
+
     /// The next try's decision, after the fleet's word when it has one, with its slot.
     async fn decide_again(&mut self, ctx: &mut RequestCtx, front: &impl Front) {
         let next = decide(ctx, front, now_ms());

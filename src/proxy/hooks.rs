@@ -5,7 +5,7 @@ use super::{retry_allowed, RequestCtx, TetherProxy};
 use async_trait::async_trait;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::Result;
-use pingora_error::{Error, RetryType};
+use pingora_error::{Error, ErrorType, RetryType};
 use pingora_http::{RequestHeader, ResponseHeader};
 use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 
@@ -69,11 +69,23 @@ impl ProxyHttp for TetherProxy {
         // connection only; on a new one, the server dropped the request (it crashed or was
         // killed while it had it): another server, as tether's own front ends send it.
         let dropped = !client_reused && matches!(e.retry, RetryType::ReusedOnly);
-        if !retry_allowed(session) {
+        // `retry_on`'s response_timeout and junk_response, before any byte of an answer
+        // went to the client: the next server, this one not marked down.
+        let before_answer = session.response_written().is_none();
+        let on = ctx.router.as_ref().map(|r| match e.etype() {
+            ErrorType::ReadTimedout => r.retry.response_timeout,
+            ErrorType::InvalidHTTPHeader | ErrorType::H1Error => r.retry.junk_response,
+            _ => false,
+        });
+        if !retry_allowed(session, ctx) || !before_answer {
             e.set_retry(false);
         } else if dropped {
             let why = crate::pipeline::DROPPED;
-            e.set_retry(crate::pipeline::connect_failed(ctx, why));
+            e.set_retry(crate::pipeline::dropped(ctx, why));
+            ctx.retry_same = false;
+            return e;
+        } else if on == Some(true) {
+            e.set_retry(ctx.may_try_again());
             ctx.retry_same = false;
             return e;
         } else {

@@ -78,6 +78,8 @@ pub struct ClusterRouter {
     /// Requests free to go to any server, waiting for the first slot one hands back;
     /// carried over by a reload.
     pub waiting: Arc<super::Waiters>,
+    /// Which failures of a try send the request on (`retry_on`).
+    pub retry: crate::config::Retry,
     pub max_attempts: u32,
     balance: Balance,
     recover_after_ms: u64,
@@ -200,6 +202,7 @@ impl ClusterRouter {
             max_attempts: cfg.max_attempts,
             queue: cfg.queue,
             waiting,
+            retry: cfg.retry.clone(),
             balance: cfg.balance,
             // With active checks the check decides when a server is back: no probes.
             recover_after_ms: match cfg.health_check {
@@ -280,6 +283,22 @@ impl ClusterRouter {
             .iter()
             .find(|f| f.status == status)
             .map(|f| f.mark_down)
+    }
+
+    /// Could a server not in `tried` take a request at `now` (active, and up or due a
+    /// probe)? Asked before an answer is dropped for another try, which would otherwise
+    /// end in tether's own 503.
+    pub fn another_could_take(&self, tried: &super::Tried, now: u64) -> bool {
+        self.servers.iter().enumerate().any(|(i, s)| {
+            !tried.contains(i)
+                && s.live.state() == crate::config::ServerState::Active
+                && s.live.could_take(now, self.recover_after_ms)
+        })
+    }
+
+    /// Does an answer with `status` go to the next server (`retry_on`)?
+    pub fn retries_on(&self, status: u16) -> bool {
+        self.retry.statuses.contains(&status)
     }
 
     /// Is this a WebSphere cluster (partition table, `$WSFO`)?

@@ -92,6 +92,7 @@ fn cluster(names: &[&str]) -> Cluster {
             length: 0,
             timeout: Duration::from_secs(1),
         },
+        retry: crate::config::Retry::default(),
         servers: names
             .iter()
             .enumerate()

@@ -76,7 +76,7 @@ impl Packets {
                 }
             };
             match read {
-                Err(_) => return Err(Failure::Upstream(504, "the server did not answer in time")),
+                Err(_) => return Err(Failure::Timeout),
                 Ok(Ok(0)) | Ok(Err(_)) if reused && !self.heard => return Err(Failure::Stale),
                 Ok(Ok(0)) | Ok(Err(_)) if !self.heard => {
                     return Err(Failure::Dropped(pipeline::DROPPED))

@@ -32,17 +32,15 @@ pub async fn read_head(
     loop {
         match head.parse(&buf[..*filled]) {
             Ok(true) => {
-                let (framing, keeps) = head
-                    .framing(buf, head_request)
-                    .map_err(|why| Failure::Upstream(502, why))?;
+                let (framing, keeps) = head.framing(buf, head_request).map_err(Failure::Junk)?;
                 return Ok((head.len, framing, keeps));
             }
             Ok(false) => {}
-            Err(why) => return Err(Failure::Upstream(502, why)),
+            Err(why) => return Err(Failure::Junk(why)),
         }
         if *filled == buf.len() {
             if buf.len() >= MAX_RESPONSE_HEAD {
-                return Err(Failure::Upstream(502, "a response head too large"));
+                return Err(Failure::Junk("a response head too large"));
             }
             let len = buf.len() * 2;
             buf.resize(len.min(MAX_RESPONSE_HEAD), 0);
@@ -54,11 +52,11 @@ pub async fn read_head(
             }
         };
         match read {
-            Err(_) => return Err(Failure::Upstream(504, "the server did not answer in time")),
+            Err(_) => return Err(Failure::Timeout),
             Ok(Ok(0)) | Ok(Err(_)) if reused && *filled == 0 => return Err(Failure::Stale),
             Ok(Ok(0)) | Ok(Err(_)) if *filled == 0 => return Err(Failure::Dropped(DROPPED)),
-            Ok(Ok(0)) => return Err(Failure::Upstream(502, "the server closed the connection")),
-            Ok(Err(_)) => return Err(Failure::Upstream(502, "reading the answer failed")),
+            Ok(Ok(0)) => return Err(Failure::Junk("the server closed the connection mid-answer")),
+            Ok(Err(_)) => return Err(Failure::Junk("reading the answer failed")),
             Ok(Ok(n)) => *filled += n,
         }
     }

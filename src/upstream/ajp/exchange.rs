@@ -121,9 +121,7 @@ pub async fn exchange<C: ClientSide>(
             .await;
         let range = match next {
             // Once the body streamed, nothing is sent again.
-            Err(Failure::Stale | Failure::Dropped(_)) if client.streamed() => {
-                return Err(Failure::Upstream(502, "the server closed the connection"))
-            }
+            Err(failure) if client.streamed() => return Err(failure.unsendable()),
             // A server that failed before its answer's head (closed, reset, or broke a
             // packet after asking for the body): as if it had not answered.
             Err(Failure::Upstream(502, why)) if !client.streamed() => {
@@ -131,7 +129,7 @@ pub async fn exchange<C: ClientSide>(
             }
             r => r?,
         };
-        match ajp::response::parse(&buf[range]).map_err(|m| Failure::Upstream(502, m.0))? {
+        match ajp::response::parse(&buf[range]).map_err(|m| Failure::Junk(m.0))? {
             Message::GetBody(n) => send_body(client, &mut up, &mut first, n, ctx, writes).await?,
             Message::Headers { status, fields, .. } => {
                 let may_retry = !client.streamed() && client.idempotent();
@@ -145,12 +143,7 @@ pub async fn exchange<C: ClientSide>(
                 };
                 break (status, length.filter(|_| body), body);
             }
-            _ => {
-                return Err(Failure::Upstream(
-                    502,
-                    "an AJP message before the answer's head",
-                ))
-            }
+            _ => return Err(Failure::Junk("an AJP message before the answer's head")),
         }
     };
     // What the answer's `Content-Length` still allows: the client reads no more than that,
