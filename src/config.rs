@@ -19,6 +19,7 @@ mod queue;
 mod raw;
 mod raw_items;
 mod raw_tls;
+mod resolver;
 mod retry;
 mod routes;
 pub mod shared_state;

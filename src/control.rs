@@ -12,12 +12,14 @@ use arc_swap::ArcSwap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+mod dns;
 mod overview;
 mod reload_notes;
 mod sessions;
 mod shared;
 mod status;
 
+pub use dns::DnsRefresh;
 pub use sessions::SessionsNow;
 pub use shared::Shared;
 pub use status::empty_by;
@@ -65,6 +67,8 @@ pub struct Control {
     started_ms: u64,
     /// The last reload: when, and why it failed (`None`: applied).
     last_reload: Mutex<Option<(u64, Option<String>)>>,
+    /// Wakes the resolver after a reload, which may have named new servers.
+    names_changed: tokio::sync::Notify,
 }
 
 impl Control {
@@ -79,6 +83,7 @@ impl Control {
             fleet: Default::default(),
             started_ms: crate::routing::wall_ms(),
             last_reload: Mutex::new(None),
+            names_changed: tokio::sync::Notify::new(),
         }
     }
 
@@ -252,15 +257,20 @@ impl Control {
             before
         })?;
         // The balancing schedule is built from weights: rebuild it off the request path.
-        let current = self.snapshot.load_full();
-        let config = self.config.load();
-        let mut next = Snapshot::build(&config, Some(&current));
-        next.upstream_tls = current.upstream_tls.clone();
-        self.bind_listeners(&mut next, &config, &current, None);
-        self.snapshot.store(Arc::new(next));
+        self.rebuild_snapshot(&self.config.load());
         self.save_overrides();
         self.publish(cluster, server);
         Ok(before)
+    }
+
+    /// A new snapshot of `config` over the running one (live states, TLS and listeners
+    /// kept), for a change that is not a reload. The caller holds `rebuild`.
+    fn rebuild_snapshot(&self, config: &Config) {
+        let current = self.snapshot.load_full();
+        let mut next = Snapshot::build(config, Some(&current));
+        next.upstream_tls = current.upstream_tls.clone();
+        self.bind_listeners(&mut next, config, &current, None);
+        self.snapshot.store(Arc::new(next));
     }
 
     /// Reads, validates and applies the config file. On error the running config stays.
@@ -281,8 +291,10 @@ impl Control {
 
     fn try_reload(&self, drop_overrides: bool) -> Result<ReloadReport, ControlError> {
         let path = self.path.as_ref().ok_or(ControlError::NoConfigFile)?;
-        let new = config::load(path).map_err(|e| ControlError::BadConfig(Box::new(e)))?;
+        let mut new = config::load(path).map_err(|e| ControlError::BadConfig(Box::new(e)))?;
         let _guard = self.rebuild.lock().unwrap_or_else(|e| e.into_inner());
+        // Names the resolver answered keep their address until it answers again.
+        dns::carry_addresses(&mut new, &self.config.load());
         // Certificates are loaded before anything changes: a bad one fails the reload.
         let acceptors = crate::tls::build_listeners(&new).map_err(ControlError::Tls)?;
         let upstream = crate::tls::build_clusters(&new).map_err(ControlError::Tls)?;
@@ -311,6 +323,7 @@ impl Control {
         if drop_overrides {
             self.save_overrides();
         }
+        self.names_changed.notify_one();
         Ok(report)
     }
 
@@ -336,10 +349,7 @@ impl Control {
             }
         }
         let n = dropped.len();
-        let mut next = Snapshot::build(&config, Some(&current));
-        next.upstream_tls = current.upstream_tls.clone();
-        self.bind_listeners(&mut next, &config, &current, None);
-        self.snapshot.store(Arc::new(next));
+        self.rebuild_snapshot(&config);
         self.save_overrides();
         if let Some(fleet) = self.fleet.get() {
             for (c, s) in &dropped {

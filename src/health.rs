@@ -172,6 +172,10 @@ impl HealthChecker {
                     continue;
                 };
                 for (i, slot) in router.servers().iter().enumerate() {
+                    // A name with no address yet: nothing to check.
+                    if slot.config.unresolved.is_some() {
+                        continue;
+                    }
                     let key = (router.name.clone(), slot.config.name.clone());
                     let streak = streaks.entry(key.clone()).or_default();
                     if streak.next_due.is_none_or(|t| t <= now) {

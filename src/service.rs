@@ -286,6 +286,10 @@ pub fn build_server(
     }
     server.add_service(background_service("announce", Announce(announce)));
     server.add_service(background_service(
+        "server names",
+        crate::control::DnsRefresh::new(control.clone()),
+    ));
+    server.add_service(background_service(
         "fast stop",
         crate::fast_stop::FastStop::new(control.clone()),
     ));

@@ -21,10 +21,16 @@ fn the_example_config_parses_to_what_it_documents() {
         state: ServerState::Active,
         max_inflight: 0,
         host: None,
+        unresolved: None,
     };
     let expected = Config {
         warnings: vec![],
         shared_state: None,
+        resolver: Resolver {
+            nameservers: vec![],
+            interval: Duration::from_secs(30),
+            timeout: Duration::from_secs(2),
+        },
         server: ServerSettings {
             pid_file: "/tmp/tether.pid".into(),
             upgrade_sock: "/tmp/tether_upgrade.sock".into(),

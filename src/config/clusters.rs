@@ -34,6 +34,7 @@ pub fn usable_clone_id(clone: &str) -> bool {
 pub(super) fn cluster(
     c: RawCluster,
     raw_servers: &[Option<RawServer>],
+    resolve_now: bool,
     path: &str,
     check: &mut Check,
 ) -> Cluster {
@@ -146,7 +147,12 @@ pub(super) fn cluster(
         path,
         check,
     );
-    let servers = servers(raw_servers, (session_style, max_inflight), path, check);
+    let servers = servers(
+        raw_servers,
+        (session_style, max_inflight, resolve_now),
+        path,
+        check,
+    );
     if let Some(t) = c
         .tls
         .as_ref()
@@ -307,7 +313,7 @@ fn ajp(raw: &super::raw_tls::RawAjp, tls: bool, path: &str, check: &mut Check) -
 
 pub(super) fn servers(
     raw: &[Option<RawServer>],
-    (style, max_inflight): (SessionStyle, u32),
+    (style, max_inflight, resolve_now): (SessionStyle, u32, bool),
     path: &str,
     check: &mut Check,
 ) -> Vec<Server> {
@@ -376,11 +382,16 @@ pub(super) fn servers(
         } else if style == SessionStyle::Websphere {
             check.err(format!("{p}.clone_id"), "required for a websphere cluster");
         }
-        let address = resolve(&s.address).unwrap_or_else(|e| {
-            check.err(format!("{p}.address"), e);
-            SocketAddr::from(([0, 0, 0, 0], 0))
-        });
-        if address.port() != 0 {
+        let (address, unresolved) = match resolve(&s.address, resolve_now) {
+            Ok(Resolved::Address(a)) => (a, None),
+            // Down until it resolves; the address only keeps the port.
+            Ok(Resolved::Later(port, why)) => (SocketAddr::from(([0, 0, 0, 0], port)), Some(why)),
+            Err(e) => {
+                check.err(format!("{p}.address"), e);
+                (SocketAddr::from(([0, 0, 0, 0], 0)), None)
+            }
+        };
+        if address.port() != 0 && unresolved.is_none() {
             check.unique(
                 &mut addrs,
                 address,
@@ -410,6 +421,7 @@ pub(super) fn servers(
             state: s.state.unwrap_or(ServerState::Active),
             max_inflight,
             host: host_name(&s.address),
+            unresolved,
         });
     }
     for (i, (redirect, p)) in redirects.into_iter().enumerate() {
@@ -433,15 +445,34 @@ fn host_name(address: &str) -> Option<String> {
     (host.parse::<std::net::IpAddr>().is_err() && !host.is_empty()).then(|| host.to_string())
 }
 
-/// Parses `host:port`, resolving a host name once, at load time.
-fn resolve(address: &str) -> Result<SocketAddr, String> {
+/// A server's address as the config gives it.
+enum Resolved {
+    Address(SocketAddr),
+    /// A name with no address yet: its port, and why.
+    Later(u16, String),
+}
+
+/// Parses `host:port`; a host name is resolved now with the system's resolver when
+/// `resolve_now`, else left to the resolver (`resolver.nameservers`). A name that does not
+/// resolve is no error: its server waits, down, for the resolver.
+fn resolve(address: &str, resolve_now: bool) -> Result<Resolved, String> {
     if let Ok(a) = address.parse::<SocketAddr>() {
-        return Ok(a);
+        return Ok(Resolved::Address(a));
     }
     let bad = || format!("`{address}` is not a host:port address");
     let (host, port) = address.rsplit_once(':').ok_or_else(bad)?;
-    if host.is_empty() || port.parse::<u16>().is_err() {
+    let port = port.parse::<u16>().map_err(|_| bad())?;
+    if host.is_empty() || host.contains(char::is_whitespace) {
         return Err(bad());
     }
-    tether_plugins::resolve(address, address)
+    if !resolve_now {
+        return Ok(Resolved::Later(
+            port,
+            format!("`{host}` waits for the resolver's first answer"),
+        ));
+    }
+    Ok(match tether_plugins::resolve(address, address) {
+        Ok(a) => Resolved::Address(a),
+        Err(why) => Resolved::Later(port, why),
+    })
 }

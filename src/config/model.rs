@@ -43,6 +43,19 @@ pub struct Config {
     pub watch_config: Option<Duration>,
     /// The Redis a fleet of tethers shares state through; off when absent.
     pub shared_state: Option<super::shared_state::SharedState>,
+    /// How servers named by DNS are resolved again while tether runs (`resolver:`).
+    pub resolver: Resolver,
+}
+
+/// `resolver:`: servers addressed by a host name are resolved again every `interval`,
+/// with the system's resolver (`/etc/hosts`, `/etc/resolv.conf`) or these `nameservers`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolver {
+    /// Empty: the system's resolver, which also resolves the names once at load.
+    pub nameservers: Vec<SocketAddr>,
+    pub interval: Duration,
+    /// Each look-up's bound.
+    pub timeout: Duration,
 }
 
 /// The access log (`access_log:`).
@@ -406,4 +419,7 @@ pub struct Server {
     /// The host name of `address` as written, when it was a name (not an IP): the SNI and
     /// verified name of TLS to this server unless the cluster's `tls.sni` says otherwise.
     pub host: Option<String>,
+    /// Why a named server has no address yet (it did not resolve, or waits for the
+    /// resolver's first answer): it is down, and takes no request until it resolves.
+    pub unresolved: Option<String>,
 }

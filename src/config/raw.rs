@@ -22,6 +22,7 @@ struct RawTop {
     metrics: Option<Value>,
     access_log: Option<Value>,
     shared_state: Option<Value>,
+    resolver: Option<Value>,
     #[serde(default, deserialize_with = "duration_text")]
     watch_config: Option<String>,
 }
@@ -36,7 +37,20 @@ pub struct RawConfig {
     pub metrics: Option<RawMetrics>,
     pub access_log: Option<RawAccessLog>,
     pub shared_state: Option<super::shared_state::RawSharedState>,
+    pub resolver: Option<RawResolver>,
     pub watch_config: Option<String>,
+}
+
+/// `resolver:`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawResolver {
+    #[serde(default)]
+    pub nameservers: Vec<String>,
+    #[serde(default, deserialize_with = "duration_text")]
+    pub interval: Option<String>,
+    #[serde(default, deserialize_with = "duration_text")]
+    pub timeout: Option<String>,
 }
 
 /// A cluster and its servers, deserialised separately so that a bad cluster field does
@@ -356,8 +370,13 @@ impl RawConfig {
             None | Some(Value::Null) => None,
             Some(v) => item(v, "shared_state", errors),
         };
+        let resolver = match top.resolver {
+            None | Some(Value::Null) => None,
+            Some(v) => item(v, "resolver", errors),
+        };
         RawConfig {
             shared_state,
+            resolver,
             watch_config: top.watch_config,
             metrics,
             access_log,

@@ -14,6 +14,10 @@ use std::time::Duration;
 pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
     let mut check = Check(errors);
     let server = server_settings(raw.server, &mut check);
+    let resolver = super::resolver::resolver(raw.resolver.as_ref(), &mut check);
+    // With nameservers of its own, tether resolves names itself, after loading; else the
+    // system's resolver answers at load, and then again while tether runs.
+    let resolve_now = resolver.nameservers.is_empty();
     let clusters_complete = raw.clusters.iter().all(|c| c.cluster.is_some());
     let mut clusters = Vec::new();
     let mut cluster_names = HashMap::new();
@@ -22,7 +26,12 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
         let path = format!("clusters[{i}]");
         let Some(mut c) = item.cluster else {
             // The cluster's own fields are broken; its servers are still checked.
-            servers(&item.servers, (SessionStyle::Tomcat, 0), &path, &mut check);
+            servers(
+                &item.servers,
+                (SessionStyle::Tomcat, 0, resolve_now),
+                &path,
+                &mut check,
+            );
             continue;
         };
         let name_path = format!("{path}.name");
@@ -35,7 +44,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             &c.name,
         );
         cluster_plugins.push((path.clone(), std::mem::take(&mut c.plugins)));
-        clusters.push(cluster(c, &item.servers, &path, &mut check));
+        clusters.push(cluster(c, &item.servers, resolve_now, &path, &mut check));
     }
     if clusters.is_empty() && clusters_complete {
         check.err("clusters", "at least one cluster is required");
@@ -44,7 +53,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
     let mut listeners = Vec::new();
     let mut listener_plugins = Vec::new();
     let mut route_plugins = Vec::new();
-    let mut warnings = Vec::new();
+    let mut warnings = unresolved_warnings(&clusters, resolve_now);
     let mut listener_names = HashMap::new();
     let mut listener_addrs = HashMap::new();
     for (i, l) in raw.listeners.iter().enumerate() {
@@ -225,6 +234,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
         .map(|s| super::shared_state::validate(s, &mut check));
     Config {
         shared_state,
+        resolver,
         warnings,
         watch_config,
         admin,
@@ -424,4 +434,25 @@ fn unknown_cluster(name: &str, clusters: &[Cluster]) -> String {
         ));
     }
     message
+}
+
+/// A server whose name the system did not resolve at load: down until it does (the
+/// WebSphere plug-in's `IgnoreDNSFailures`), said as a warning rather than refusing the
+/// whole config.
+fn unresolved_warnings(clusters: &[Cluster], resolved_now: bool) -> Vec<ConfigError> {
+    if !resolved_now {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (i, c) in clusters.iter().enumerate() {
+        for (j, s) in c.servers.iter().enumerate() {
+            if let Some(why) = &s.unresolved {
+                out.push(ConfigError::new(
+                    format!("clusters[{i}].servers[{j}].address"),
+                    format!("{why}: the server is down until it resolves"),
+                ));
+            }
+        }
+    }
+    out
 }

@@ -134,6 +134,9 @@ pub fn convert(text: &str, file: &str) -> Result<Doc, ImportError> {
                     format!("{s}: reload when the file changes"),
                 );
             }
+            ("IgnoreDNSFailures", _) => doc.header.push(format!(
+                "{s}: tether always does so: a server whose name does not resolve is held down, the config loads, and names are resolved again while it runs (resolver:)"
+            )),
             ("TrustedProxyEnable", _) => doc.header.push(format!(
                 "{s}: the <TrustedProxyGroup> is trusted_proxies when true"
             )),

@@ -63,6 +63,9 @@ pub struct CheckResult {
     pub failure: Option<String>,
 }
 
+/// `down_since` of a server held down: no `now + recover_after` ever reaches it.
+const HELD: u64 = u64::MAX;
+
 fn encode(state: ServerState) -> u8 {
     match state {
         ServerState::Active => 0,
@@ -283,6 +286,20 @@ impl ServerLive {
         }
     }
 
+    /// Holds the server down for `why` (its name does not resolve): unlike a mark from
+    /// failures, no request is let through as a probe after `recover_after`.
+    pub fn hold_down(&self, why: &str) {
+        self.down_since.store(HELD, Relaxed);
+        if self.down_reason.load().as_deref().map(String::as_str) != Some(why) {
+            self.down_reason.store(Some(Arc::new(why.to_string())));
+        }
+    }
+
+    /// Is the server held down ([`Self::hold_down`])?
+    pub fn held(&self) -> bool {
+        self.down_since.load(Relaxed) == HELD
+    }
+
     /// Marks the server up; true when it was down before.
     pub fn mark_up(&self) -> bool {
         let was_down = self.down_since.swap(0, Relaxed) != 0;
@@ -350,6 +367,10 @@ impl ServerLive {
     /// The status worker's `recover`: a server marked down (by failures, or ejected as an
     /// outlier) takes requests again now; true when it was down or ejected.
     pub fn recover(&self) -> bool {
+        // A name with no address stays held: there is nothing to send to.
+        if self.held() {
+            return false;
+        }
         let ejected = self.ejected(super::now_ms());
         self.end_ejection();
         let was_down = self.mark_up();

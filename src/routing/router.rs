@@ -143,6 +143,14 @@ impl ClusterRouter {
         let waiting = previous.map_or_else(Default::default, |p| p.waiting.clone());
         for s in servers.iter() {
             s.live.slots().join(&waiting);
+            // A name with no address takes no request; one that resolved since does.
+            match &s.config.unresolved {
+                Some(why) => s.live.hold_down(why),
+                None if s.live.held() => {
+                    s.live.mark_up();
+                }
+                None => {}
+            }
         }
         let index = |key: fn(&Server) -> Option<&str>| {
             servers

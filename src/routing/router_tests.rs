@@ -55,6 +55,7 @@ fn server(i: usize, name: &str) -> Server {
         state: ServerState::Active,
         max_inflight: 0,
         host: None,
+        unresolved: None,
     }
 }
 
