@@ -30,6 +30,6 @@ pub use router::learn::Learned;
 pub use router::{ClusterRouter, Explained, ServerSlot, Timeouts};
 pub use session_id::{cookie_values, path_parameter, MAX_SESSION_ID_LEN};
 pub use session_sketch::{wall_minute, SessionSketch, DENSE_BYTES};
-pub use slots::{Full, Slot, Slots, Waiters};
+pub use slots::{set_fleet_size, share, Full, Slot, Slots, Waiters};
 pub use tried::Tried;
 pub use wspt::{parse as parse_wspt, WsptError, MAX_WSPT_ENTRIES, MAX_WSPT_LEN};

@@ -120,6 +120,7 @@ fn the_example_config_parses_to_what_it_documents() {
                 timeout: Duration::from_secs(5),
             },
             retry: tether::config::Retry::default(),
+            max_inflight_per: Default::default(),
             servers: vec![
                 server("n1", 8081, 1),
                 Server {

@@ -238,6 +238,7 @@ pub(super) fn cluster(
             .map(|h| super::tls::ssl_headers(h, path, check)),
         queue,
         retry,
+        max_inflight_per: c.max_inflight_per.unwrap_or_default(),
         servers,
     }
 }

@@ -306,6 +306,8 @@ pub struct Cluster {
     pub ssl_headers: Option<SslHeaders>,
     /// Requests waiting for a slot on a server at its `max_inflight`.
     pub queue: Queue,
+    /// Whose bound the servers' `max_inflight` is: this instance's, or the fleet's.
+    pub max_inflight_per: MaxInflightPer,
     /// Which failures of a try send the request to the next server (`retry_on`).
     pub retry: Retry,
     pub servers: Vec<Server>,
@@ -389,6 +391,18 @@ impl Default for Retry {
             timeout: None,
         }
     }
+}
+
+/// Whose bound a server's `max_inflight` is (`max_inflight_per`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxInflightPer {
+    /// Each instance sends the server at most `max_inflight` requests at once.
+    #[default]
+    Instance,
+    /// The fleet does: each instance takes its share, `max_inflight` divided by the
+    /// instances alive (rounded up), as their heartbeats say.
+    Fleet,
 }
 
 /// A `fail_on_status` entry: `503` marks the server down; `-404` (mod_jk's negative

@@ -4,7 +4,7 @@
 //! reported, not only the first. An item that fails to deserialise is kept as `None`.
 
 use super::error::ConfigError;
-use super::model::{Balance, HealthCheckKind, ServerState, SessionStyle};
+use super::model::{Balance, HealthCheckKind, MaxInflightPer, ServerState, SessionStyle};
 use super::raw_items::{item, list};
 use super::raw_tls::{RawAjp, RawClusterTls, RawListenerTls, RawRedirect, RawSslHeaders};
 use serde::Deserialize;
@@ -216,6 +216,7 @@ pub struct RawCluster {
     pub slow_start: Option<String>,
     pub outlier: Option<RawOutlier>,
     pub max_inflight: Option<u32>,
+    pub max_inflight_per: Option<MaxInflightPer>,
     pub queue: Option<RawQueue>,
     pub retry_on: Option<Vec<Value>>,
     pub retry_non_idempotent: Option<bool>,

@@ -36,6 +36,9 @@ const HEARTBEAT_TICKS: u32 = 10;
 /// Events one stream read returns at most.
 const READ_COUNT: usize = 1000;
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// A heartbeat at most this old is an instance alive, which takes its share of the bounds
+/// the fleet shares (five heartbeats).
+const ALIVE: Duration = Duration::from_secs(5);
 /// A heartbeat this old is an instance that stopped: it leaves the list (and Redis).
 const FORGET_PEER: Duration = Duration::from_secs(600);
 
@@ -110,7 +113,17 @@ impl FleetSync {
             });
         }
         peers.sort_by(|a, b| a.name.cmp(&b.name));
+        let alive = peers
+            .iter()
+            .filter(|p| now.saturating_sub(p.seen_ms) <= ALIVE.as_millis() as u64)
+            .count();
         *lock(&self.fleet.peers) = peers;
+        if crate::routing::set_fleet_size(alive as u32) {
+            log::info!("fleet: {alive} instances alive; bounds shared by the fleet (max_inflight_per: fleet) are divided by {alive}");
+            for router in snapshot.clusters.iter() {
+                router.share_bounds();
+            }
+        }
         Ok(())
     }
 

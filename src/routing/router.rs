@@ -78,6 +78,7 @@ pub struct ClusterRouter {
     /// Requests free to go to any server, waiting for the first slot one hands back;
     /// carried over by a reload.
     pub waiting: Arc<super::Waiters>,
+    max_inflight_per: crate::config::MaxInflightPer,
     /// Which failures of a try send the request on (`retry_on`).
     pub retry: crate::config::Retry,
     pub max_attempts: u32,
@@ -122,12 +123,15 @@ impl ClusterRouter {
                 {
                     Some(old) => {
                         old.live.apply_config(s.state, s.weight);
-                        old.live.slots().set_limit(s.max_inflight);
+                        old.live
+                            .slots()
+                            .set_limit(super::share(s.max_inflight, cfg.max_inflight_per));
                         old.live.clone()
                     }
                     None => {
                         let live = Arc::new(ServerLive::new(s.state, s.weight));
-                        live.slots().set_limit(s.max_inflight);
+                        live.slots()
+                            .set_limit(super::share(s.max_inflight, cfg.max_inflight_per));
                         // Added by a reload to a checked cluster: its checks say when it is up.
                         if previous.is_some() && cfg.health_check.is_some() {
                             live.start_down(super::now_ms());
@@ -210,6 +214,7 @@ impl ClusterRouter {
             max_attempts: cfg.max_attempts,
             queue: cfg.queue,
             waiting,
+            max_inflight_per: cfg.max_inflight_per,
             retry: cfg.retry.clone(),
             balance: cfg.balance,
             // With active checks the check decides when a server is back: no probes.
@@ -291,6 +296,17 @@ impl ClusterRouter {
             .iter()
             .find(|f| f.status == status)
             .map(|f| f.mark_down)
+    }
+
+    /// The servers' bounds again after the fleet's size changed (`max_inflight_per:
+    /// fleet`).
+    pub fn share_bounds(&self) {
+        if self.max_inflight_per == crate::config::MaxInflightPer::Fleet {
+            for s in self.servers.iter() {
+                let bound = super::share(s.config.max_inflight, self.max_inflight_per);
+                s.live.slots().set_limit(bound);
+            }
+        }
     }
 
     /// Could a server not in `tried` take a request at `now` (active, and up or due a

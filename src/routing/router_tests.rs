@@ -94,6 +94,7 @@ fn cluster(names: &[&str]) -> Cluster {
             timeout: Duration::from_secs(1),
         },
         retry: crate::config::Retry::default(),
+        max_inflight_per: Default::default(),
         servers: names
             .iter()
             .enumerate()

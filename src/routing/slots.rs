@@ -13,6 +13,26 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::Notify;
 
+/// Instances of the fleet alive now, as their heartbeats say (1 without a fleet): the
+/// share of a `max_inflight_per: fleet` bound each instance takes.
+static FLEET_SIZE: AtomicU32 = AtomicU32::new(1);
+
+/// Sets the instances alive; whether the number changed.
+pub fn set_fleet_size(n: u32) -> bool {
+    FLEET_SIZE.swap(n.max(1), SeqCst) != n.max(1)
+}
+
+/// This instance's bound for a server's `max_inflight` (0: none): the whole of it, or its
+/// share of the fleet's (rounded up, so the fleet never has less than it was given).
+pub fn share(max_inflight: u32, per: crate::config::MaxInflightPer) -> u32 {
+    match per {
+        crate::config::MaxInflightPer::Fleet if max_inflight > 0 => {
+            max_inflight.div_ceil(FLEET_SIZE.load(SeqCst).max(1))
+        }
+        _ => max_inflight,
+    }
+}
+
 #[derive(Debug)]
 pub struct Slots {
     /// `max_inflight`; 0: no bound.
