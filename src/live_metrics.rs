@@ -28,6 +28,7 @@ struct Families {
     created: IntCounterVec,
     sessions_evicted: IntCounterVec,
     rescued: IntCounterVec,
+    bytes: IntCounterVec,
     ejected: IntGaugeVec,
     fleet_live: IntGaugeVec,
     ejections: IntCounterVec,
@@ -116,6 +117,11 @@ impl LiveCollector {
                 "Requests whose session named this draining server, where it was not live, balanced as new sessions (drain_rescue).",
                 server,
             ),
+            bytes: counter(
+                "tether_server_bytes_total",
+                "Bytes on the server's connections, by direction (to_server, from_server): heads and bodies on tether's own front ends, bodies on Pingora's proxy.",
+                &["cluster", "server", "direction"],
+            ),
             fleet_live: gauge(
                 "tether_server_fleet_live_sessions",
                 "In a fleet: sessions live on the server counting every instance (Redis HyperLogLogs, minute resolution).",
@@ -160,6 +166,7 @@ impl LiveCollector {
             families.created.desc(),
             families.sessions_evicted.desc(),
             families.rescued.desc(),
+            families.bytes.desc(),
             families.ejected.desc(),
             families.fleet_live.desc(),
             families.ejections.desc(),
@@ -208,6 +215,7 @@ impl Collector for LiveCollector {
             &f.sessions_evicted,
             &f.rescued,
             &f.ejections,
+            &f.bytes,
         ];
         counters.iter().for_each(|v| v.reset());
         let waiting = crate::engine::waiting_with_buffers();
@@ -240,6 +248,13 @@ impl Collector for LiveCollector {
                 f.peak
                     .with_label_values(&[c, name])
                     .set(s.live.peak() as i64);
+                let [to, from] = s.live.bytes().now();
+                f.bytes
+                    .with_label_values(&[c, name, "to_server"])
+                    .inc_by(to);
+                f.bytes
+                    .with_label_values(&[c, name, "from_server"])
+                    .inc_by(from);
                 let slots = s.live.slots();
                 f.max_inflight
                     .with_label_values(&[c, name])

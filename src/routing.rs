@@ -23,7 +23,7 @@ mod wspt;
 pub use clock::{ms_at, now_ms};
 pub use decision::{Decision, Outcome, Reject};
 pub use fields::Fields;
-pub use live::{Health, ServerLive};
+pub use live::{Bytes, Health, ServerLive};
 pub use live_sessions::{join_fleet, LiveSessions, ServerSessions, Touch};
 pub use partitions::{clone_tag, partition_key, wall_ms, Change, Insert, PartitionTable};
 pub use router::learn::Learned;

@@ -7,6 +7,7 @@
 pub mod ajp;
 mod body;
 mod connect;
+mod counted;
 mod head;
 pub mod pool;
 pub mod request_head;

@@ -61,6 +61,24 @@ async fn recover_puts_a_server_marked_down_back_at_once() {
         .admin("POST", "/clusters/shop/servers/nope/recover", None, b"")
         .await;
     assert_eq!(status, 404);
+    // Bytes each way, heads and bodies, as jkstatus counted them.
+    let before = server(&t, "tc1").await;
+    let body = vec![b'x'; 10_000];
+    let r = c
+        .request("POST", "/", &[("Cookie", b"JSESSIONID=A.tc1")], &body)
+        .await
+        .unwrap();
+    assert_eq!(r.header("x-server"), Some("tc1"));
+    let after = server(&t, "tc1").await;
+    let grew = |field: &str| after[field].as_u64().unwrap() - before[field].as_u64().unwrap();
+    assert!(
+        (10_000..11_000).contains(&grew("bytes_to_server")),
+        "{before} {after}"
+    );
+    assert!(
+        grew("bytes_from_server") as usize >= r.body.len(),
+        "{after}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,6 +125,7 @@ async fn errors_reply_timeouts_and_the_peak_are_counted_and_reset() {
         "{s}"
     );
     assert_eq!(s["inflight_peak"], 3, "three at once: {s}");
+    assert_eq!(s["bytes_from_server"], 0, "no answer: {s}");
     let scrape = common::scrape(t.metrics.unwrap()).await;
     let timeouts =
         r#"tether_server_failed_requests_total{cluster="shop",reason="timeout",server="slow"} 3"#;
@@ -126,6 +145,7 @@ async fn errors_reply_timeouts_and_the_peak_are_counted_and_reset() {
         "reply_timeouts",
         "inflight_peak",
         "failures",
+        "bytes_to_server",
     ] {
         assert_eq!(s[field], 0, "{field}: {s}");
     }

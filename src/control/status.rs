@@ -93,6 +93,8 @@ impl Control {
                             "failures": s.live.failures(),
                             "errors": s.live.errors(),
                             "reply_timeouts": s.live.reply_timeouts(),
+                            "bytes_to_server": s.live.bytes_since_reset()[0],
+                            "bytes_from_server": s.live.bytes_since_reset()[1],
                             "sessions": live,
                             "runtime_override": overrides,
                             "fleet_change": self.fleet.get().and_then(|f| f.server_status(&r.name, &s.config.name)),

@@ -137,10 +137,13 @@ impl ProxyHttp for TetherProxy {
     async fn request_body_filter(
         &self,
         session: &mut Session,
-        _body: &mut Option<bytes::Bytes>,
+        body: &mut Option<bytes::Bytes>,
         end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
+        if let Some(body) = body {
+            count_bytes(ctx, body.len(), true);
+        }
         self.body_arrived(session, end_of_stream, ctx)
     }
 
@@ -152,6 +155,7 @@ impl ProxyHttp for TetherProxy {
         ctx: &mut RequestCtx,
     ) -> Result<Option<std::time::Duration>> {
         if let Some(body) = body {
+            count_bytes(ctx, body.len(), false);
             self.sending(session, body.len(), ctx);
         }
         Ok(None)
@@ -191,5 +195,18 @@ impl ProxyHttp for TetherProxy {
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
         self.log(session, e, ctx).await
+    }
+}
+
+/// Body bytes to (`to_server`) or from the request's server, into its totals: Pingora's
+/// connections are not tether's to count, so on this front end the bodies are.
+fn count_bytes(ctx: &RequestCtx, n: usize, to_server: bool) {
+    if let (Some(router), Some(i)) = (&ctx.router, ctx.server) {
+        let bytes = router.servers()[i].live.bytes();
+        let counter = match to_server {
+            true => &bytes.to_server,
+            false => &bytes.from_server,
+        };
+        counter.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
     }
 }

@@ -33,6 +33,9 @@ pub struct ServerLive {
     /// it did not answer in `read_timeout` (jkstatus's errors and reply timeouts).
     errors: AtomicU64,
     reply_timeouts: AtomicU64,
+    /// Bytes to and from the server since the start, and what they were at `reset`.
+    bytes: Arc<Bytes>,
+    bytes_at_reset: [AtomicU64; 2],
     /// State or weight was changed at run time (admin API): a reload keeps them.
     runtime_override: AtomicBool,
     /// `now_ms() + 1` when the server last came back (health recovered, activated, added
@@ -52,6 +55,21 @@ pub struct ServerLive {
     down_reason: ArcSwapOption<String>,
     /// `max_inflight` and the queue of requests waiting for a slot.
     slots: Arc<super::Slots>,
+}
+
+/// Bytes a server's connections carried each way, counted by the connections themselves
+/// (`upstream::Counted`); never reset (Prometheus's counters never go back).
+#[derive(Debug, Default)]
+pub struct Bytes {
+    pub to_server: AtomicU64,
+    pub from_server: AtomicU64,
+}
+
+impl Bytes {
+    /// `[to the server, from the server]`.
+    pub fn now(&self) -> [u64; 2] {
+        [self.to_server.load(Relaxed), self.from_server.load(Relaxed)]
+    }
 }
 
 /// One active health check's result.
@@ -106,6 +124,8 @@ impl ServerLive {
             failures: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             reply_timeouts: AtomicU64::new(0),
+            bytes: Arc::default(),
+            bytes_at_reset: Default::default(),
             runtime_override: AtomicBool::new(false),
             back_since: AtomicU64::new(0),
             fails_5xx: AtomicU32::new(0),
@@ -362,6 +382,20 @@ impl ServerLive {
             c.store(0, Relaxed);
         }
         self.peak.store(self.inflight(), Relaxed);
+        for (at, now) in self.bytes_at_reset.iter().zip(self.bytes.now()) {
+            at.store(now, Relaxed);
+        }
+    }
+
+    /// The counters of the server's connections' bytes.
+    pub fn bytes(&self) -> &Arc<Bytes> {
+        &self.bytes
+    }
+
+    /// `[to the server, from the server]` since the start or the last `reset`.
+    pub fn bytes_since_reset(&self) -> [u64; 2] {
+        let now = self.bytes.now();
+        [0, 1].map(|i| now[i].saturating_sub(self.bytes_at_reset[i].load(Relaxed)))
     }
 
     /// The status worker's `recover`: a server marked down (by failures, or ejected as an

@@ -54,6 +54,14 @@ pub async fn connect(
         Ok(s) => s,
         Err(e) => return Err(Failure::Connect(proxy::why_failed(&e, &peer))),
     };
+    // Counted for the server's byte totals, for as long as the connection lives (kept in
+    // the pool, it stays the same server's).
+    let stream = match (&ctx.router, ctx.server) {
+        (Some(router), Some(i)) => {
+            super::counted::Counted::wrap(stream, router.servers()[i].live.bytes().clone())
+        }
+        _ => stream,
+    };
     if let (Some(start), Some(m)) = (ctx.connect_start, &ctx.metrics) {
         m.connected(start.elapsed().as_secs_f64());
     }
