@@ -22,6 +22,7 @@ fn routes(n: usize) -> Vec<Route> {
             exclude: false,
             disabled: false,
             plugins: vec![],
+            max_request_body: None,
         });
     }
     out

@@ -104,6 +104,7 @@ impl Snapshot {
                         action: r.action.clone(),
                         chain: Arc::new(Chain::new(&r.plugins, None, &targets, build)),
                         hits: crate::metrics::route_counter(&l.name, &r.name),
+                        max_request_body: r.max_request_body,
                     })
                     .collect();
                 Arc::new(ListenerRoutes {
@@ -245,6 +246,8 @@ pub struct RouteInfo {
     pub chain: Arc<Chain>,
     /// `tether_route_requests_total` of this route, resolved once.
     pub hits: pingora_prometheus::prometheus::IntCounter,
+    /// The route's `max_request_body`, over the listener's.
+    pub max_request_body: Option<u64>,
 }
 
 /// The shared, swappable snapshot.

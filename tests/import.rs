@@ -450,3 +450,37 @@ fn malformed_input_is_an_error_with_its_file_and_line() {
         );
     }
 }
+
+#[test]
+fn the_main_servers_limit_request_body_bounds_the_listeners_bodies() {
+    let dir = scratch("jk-body-limit");
+    let workers = dir.join("workers.properties");
+    std::fs::write(
+        &workers,
+        "worker.list=tc\nworker.tc.host=10.0.0.5\nworker.tc.port=8009\n",
+    )
+    .unwrap();
+    let httpd = dir.join("httpd.conf");
+    std::fs::write(
+        &httpd,
+        "LimitRequestBody 2097152\nJkMount /app/* tc\n<Location /upload>\n  LimitRequestBody 0\n</Location>\n",
+    )
+    .unwrap();
+    let yaml = import(&[
+        "mod_jk",
+        workers.to_str().unwrap(),
+        "--jkmount-from",
+        httpd.to_str().unwrap(),
+    ]);
+    check(&yaml, "jk-body-limit");
+    let web = &parse(&yaml)["listeners"][0];
+    assert_eq!(
+        web["limits"]["max_request_body"].as_u64(),
+        Some(2_097_152),
+        "{yaml}"
+    );
+    assert!(
+        yaml.contains("only the main server's LimitRequestBody is imported"),
+        "{yaml}"
+    );
+}

@@ -297,3 +297,31 @@ fn server_io_timeouts_carry_over_as_the_plugin_meant_them() {
         "{yaml}"
     );
 }
+
+#[test]
+fn post_size_limit_bounds_the_bodies_of_the_clusters_routes() {
+    let dir = scratch("ws-post-size");
+    let file = dir.join("plugin-cfg.xml");
+    std::fs::write(
+        &file,
+        r#"<?xml version="1.0" encoding="ISO-8859-1"?>
+<Config>
+   <VirtualHostGroup Name="vh"><VirtualHost Name="*:80"/></VirtualHostGroup>
+   <UriGroup Name="u"><Uri Name="/shop/*"/></UriGroup>
+   <ServerCluster Name="C" PostSizeLimit="1048576">
+      <Server CloneID="c1" Name="s1"><Transport Hostname="10.0.3.1" Port="9080" Protocol="http"/></Server>
+   </ServerCluster>
+   <Route ServerCluster="C" UriGroup="u" VirtualHostGroup="vh"/>
+</Config>
+"#,
+    )
+    .unwrap();
+    let yaml = import(&["websphere", file.to_str().unwrap()]);
+    check(&yaml, "ws-post-size");
+    let route = &parse(&yaml)["listeners"][0]["routes"][0];
+    assert_eq!(
+        route["max_request_body"].as_u64(),
+        Some(1_048_576),
+        "{yaml}"
+    );
+}

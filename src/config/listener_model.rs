@@ -99,6 +99,8 @@ pub struct Route {
     pub disabled: bool,
     /// Routing plugins for the requests of this route (after the listener's).
     pub plugins: Vec<PluginSpec>,
+    /// The listener's `limits.max_request_body` for this route's requests.
+    pub max_request_body: Option<u64>,
 }
 
 /// What a route does with a request.
@@ -179,6 +181,11 @@ pub struct ListenerLimits {
     /// (at most 60 KiB on HTTP/1, 48 KiB on HTTP/2), and the rest streams. 0 turns it off.
     /// Default and most 64 KiB (Pingora's retry buffer).
     pub request_buffer: usize,
+    /// Largest request body in bytes (Apache `LimitRequestBody`, nginx
+    /// `client_max_body_size`, the plug-in's `PostSizeLimit`): one that says it is larger
+    /// gets 413 before a server is chosen; one that grows past it while it streams is cut
+    /// off with 413. 0: no bound (the default). A route's `max_request_body` overrides it.
+    pub max_request_body: u64,
     /// Deadline for reading a buffered body (408 when it passes), and for each read of a
     /// streamed one. Default 30s.
     pub request_body_timeout: Duration,
@@ -236,6 +243,9 @@ pub const MAX_CLIENT_REQUESTS: u32 = 1_000_000;
 /// The most clients `client_limits.clients` may size a window for (320 MiB).
 pub const MAX_CLIENT_TABLE: u32 = 10_000_000;
 
+/// The largest `max_request_body` a config may give (1 TiB).
+pub const MAX_REQUEST_BODY: u64 = 1 << 40;
+
 /// The largest `request_buffer` (Pingora keeps at most this much of a body for a retry).
 pub const MAX_REQUEST_BUFFER: usize = 65_536;
 
@@ -247,6 +257,7 @@ impl Default for ListenerLimits {
             keepalive_timeout: Duration::from_secs(60),
             max_connections: 10_000,
             request_buffer: MAX_REQUEST_BUFFER,
+            max_request_body: 0,
             request_body_timeout: Duration::from_secs(30),
             send_timeout: Duration::from_secs(60),
             request_body_min_rate: 500,

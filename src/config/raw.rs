@@ -117,6 +117,7 @@ pub struct RawRoute {
     pub disabled: Option<bool>,
     #[serde(default)]
     pub plugins: Vec<Value>,
+    pub max_request_body: Option<u64>,
 }
 
 #[derive(Deserialize, Clone)]
@@ -166,6 +167,7 @@ pub struct RawLimits {
     pub keepalive_timeout: Option<String>,
     pub max_connections: Option<usize>,
     pub request_buffer: Option<usize>,
+    pub max_request_body: Option<u64>,
     #[serde(default, deserialize_with = "duration_text")]
     pub request_body_timeout: Option<String>,
     #[serde(default, deserialize_with = "duration_text")]

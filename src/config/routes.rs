@@ -3,7 +3,7 @@
 
 use super::check::Check;
 use super::error::ConfigError;
-use super::model::{Cluster, Route, RouteAction, RouteOrder};
+use super::model::{Cluster, Route, RouteAction, RouteOrder, MAX_REQUEST_BODY};
 use super::raw::RawRoute;
 use std::collections::HashMap;
 
@@ -140,6 +140,9 @@ pub(super) fn routes(
             exclude,
             disabled: r.disabled.unwrap_or(false),
             plugins: Vec::new(),
+            max_request_body: r
+                .max_request_body
+                .map(|n| check.count(format!("{p}.max_request_body"), n, 0..=MAX_REQUEST_BODY)),
         });
     }
     out

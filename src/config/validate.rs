@@ -380,6 +380,11 @@ fn limits(raw: super::raw::RawLimits, path: &str, check: &mut Check) -> Listener
             raw.request_buffer.unwrap_or(d.request_buffer),
             0..=MAX_REQUEST_BUFFER,
         ),
+        max_request_body: check.count(
+            p("max_request_body"),
+            raw.max_request_body.unwrap_or(d.max_request_body),
+            0..=MAX_REQUEST_BODY,
+        ),
         request_body_timeout: check.duration(
             p("request_body_timeout"),
             raw.request_body_timeout.as_deref(),

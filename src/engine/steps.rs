@@ -100,6 +100,10 @@ impl Engine {
                 return self.answered(c, status, closes, req).await;
             }
         };
+        if let Err(refusal) = req.upload.bound(ctx.body_limit) {
+            self.refuse(c, refusal).await;
+            return (refusal.status, false);
+        }
         if snapshot.has_plugins() {
             // Boxed: a request without plugins does not carry their future.
             let chosen = Box::pin(self.plugins(c, ctx, snapshot, cluster, route_chain)).await;

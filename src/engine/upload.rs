@@ -40,7 +40,16 @@ pub struct Upload {
     decoder: Decoder,
     done: bool,
     streamed: bool,
+    /// Data bytes of a chunked body so far, and their bound (`max_request_body`; 0: none).
+    data: u64,
+    limit: u64,
 }
+
+/// A chunked body that grew past `max_request_body`.
+const TOO_LARGE: Refusal = Refusal {
+    status: 413,
+    why: crate::pipeline::TOO_LARGE,
+};
 
 /// What [`Upload::stream`] ended with.
 pub enum Sent {
@@ -68,7 +77,32 @@ impl Upload {
             decoder: Decoder::default(),
             done: body == Body::Empty || body == Body::Length(0),
             streamed: false,
+            data: 0,
+            limit: 0,
         }
+    }
+
+    /// Bounds the body at `limit` bytes (0: none), once the route that sets it is known: a
+    /// `Content-Length` body was measured against it already (`pipeline::admit`); a chunked
+    /// one is counted as it is decoded, what was read so far included.
+    pub fn bound(&mut self, limit: u64) -> Result<(), Refusal> {
+        self.limit = limit;
+        match limit > 0 && self.data > limit {
+            true => Err(TOO_LARGE),
+            false => Ok(()),
+        }
+    }
+
+    /// The decoder's next step, its data counted against the bound.
+    fn decode(&mut self, input: &[u8]) -> Result<(usize, Event), Refusal> {
+        let (used, event) = self.decoder.next(input)?;
+        if let Event::Data { start, end } = event {
+            self.data += (end - start) as u64;
+            if self.limit > 0 && self.data > self.limit {
+                return Err(TOO_LARGE);
+            }
+        }
+        Ok((used, event))
     }
 
     /// The whole body was read (so the connection may carry another request).
@@ -122,7 +156,7 @@ impl Upload {
             }
             Body::Chunked => {
                 while !self.done && self.end < c.end {
-                    let (used, event) = self.decoder.next(&c.buf[self.end..c.end])?;
+                    let (used, event) = self.decode(&c.buf[self.end..c.end])?;
                     self.end += used;
                     self.done = event == Event::End;
                 }
@@ -293,7 +327,7 @@ impl Upload {
         let start = self.start;
         let mut pos = start;
         while pos < c.end && !self.done {
-            let (used, event) = self.decoder.next(&c.buf[pos..c.end])?;
+            let (used, event) = self.decode(&c.buf[pos..c.end])?;
             if let Event::Data { start: s, end: e } = event {
                 c.out.extend_from_slice(&c.buf[pos + s..pos + e]);
             }
@@ -340,7 +374,7 @@ impl Upload {
         c.out.clear();
         let mut pos = start;
         while pos < c.end && !self.done {
-            let (used, event) = self.decoder.next(&c.buf[pos..c.end])?;
+            let (used, event) = self.decode(&c.buf[pos..c.end])?;
             if let Event::Data { start: s, end: e } = event {
                 chunk(&mut c.out, &c.buf[pos + s..pos + e]);
             }

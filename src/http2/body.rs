@@ -6,6 +6,7 @@
 
 use crate::config::ListenerLimits;
 use crate::http1::framing::Body;
+use crate::http1::head::Refusal;
 use crate::pipeline::{Failure, Stop};
 use bytes::Bytes;
 use h2::RecvStream;
@@ -19,6 +20,8 @@ pub(super) struct Upload {
     /// The client's `Content-Length`.
     declared: Option<u64>,
     received: u64,
+    /// `max_request_body` (0: none): a body that grows past it is refused (413).
+    limit: u64,
     ended: bool,
     streamed: bool,
     /// Data read past what a server asked for (`more`).
@@ -26,13 +29,14 @@ pub(super) struct Upload {
 }
 
 impl Upload {
-    pub fn new(recv: RecvStream, declared: Option<u64>) -> Self {
+    pub fn new(recv: RecvStream, declared: Option<u64>, limit: u64) -> Self {
         Upload {
             ended: recv.is_end_stream(),
             recv,
             first: Vec::new(),
             declared,
             received: 0,
+            limit,
             streamed: false,
             pending: Bytes::new(),
         }
@@ -184,6 +188,12 @@ impl Upload {
             Ok(Some(Err(_))) => Err(Stop::Closed),
             Ok(Some(Ok(data))) => {
                 self.received += data.len() as u64;
+                if self.limit > 0 && self.received > self.limit {
+                    return Err(Stop::Refused(Refusal {
+                        status: 413,
+                        why: crate::pipeline::TOO_LARGE,
+                    }));
+                }
                 let _ = self.recv.flow_control().release_capacity(data.len());
                 self.ended = self.recv.is_end_stream();
                 Ok(Some(data))

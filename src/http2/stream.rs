@@ -151,7 +151,7 @@ impl Http2 {
             }
         }
         ctx.bind(snapshot, cluster);
-        let mut upload = Upload::new(recv, declared);
+        let mut upload = Upload::new(recv, declared, ctx.body_limit);
         if tunnel && ctx.ajp.is_some() {
             let refused = Answer::Refusal {
                 status: 501,

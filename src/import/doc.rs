@@ -55,6 +55,8 @@ impl Item {
 #[derive(Debug, Clone, Default)]
 pub struct Cluster {
     pub item: Item,
+    /// The largest request body of the cluster's routes, with the source that says so.
+    pub max_request_body: Option<(u64, String)>,
     /// Nested mappings (`tls`, `health_check`, `websphere`), in order.
     pub sections: Vec<(&'static str, Item)>,
     pub servers: Vec<Item>,
@@ -68,6 +70,8 @@ pub struct Route {
     pub exclude: bool,
     pub disabled: bool,
     pub note: Option<String>,
+    /// The route's `max_request_body` (the plug-in's `PostSizeLimit` of its cluster).
+    pub max_request_body: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -162,6 +166,9 @@ fn listener(w: &mut Writer, l: &Listener) {
         }
         if r.disabled {
             parts.push("disabled: true".into());
+        }
+        if let Some(n) = r.max_request_body {
+            parts.push(format!("max_request_body: {n}"));
         }
         let text = format!("- {{ {} }}", parts.join(", "));
         w.noted(6, &text, r.note.as_deref());
@@ -371,6 +378,7 @@ mod tests {
                     exclude: false,
                     disabled: false,
                     note: Some("x\ny".into()),
+                    max_request_body: None,
                 }],
                 ..Default::default()
             }],

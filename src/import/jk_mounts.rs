@@ -62,6 +62,8 @@ pub struct Mounts {
     pub copy_all: bool,
     /// Directives with no tether equivalent, and other remarks.
     pub notes: Vec<String>,
+    /// The main server's `LimitRequestBody` (bytes, 0: none) and where it is.
+    pub body_limit: Option<(u64, String)>,
 }
 
 /// `X|Y` is the two patterns `X` and `XY`.
@@ -330,6 +332,13 @@ pub fn httpd(text: &str, file: &str, out: &mut Mounts) -> Result<(), ImportError
                     out.mounts.push(m);
                 }
             }
+            "limitrequestbody" => match (args.first().map(|a| a.parse::<u64>()), vhost, &location) {
+                (Some(Ok(n)), None, None) => out.body_limit = Some((n, source.clone())),
+                (Some(Ok(_)), _, _) => out.notes.push(format!(
+                    "{source}: {trimmed}: only the main server's LimitRequestBody is imported (listeners[].limits.max_request_body); a route's own is routes[].max_request_body"
+                )),
+                _ => out.notes.push(format!("{source}: {trimmed}: not a number of bytes, left out")),
+            },
             "include" | "includeoptional" => out.notes.push(format!(
                 "{source}: {trimmed}: not followed; give that file with another --jkmount-from"
             )),

@@ -99,6 +99,7 @@ pub fn listeners(doc: &mut Doc, mounts: &Mounts, targets: &HashMap<String, Targe
                         exclude: false,
                         disabled: m.disabled,
                         note: Some(note(m)),
+                        max_request_body: None,
                     };
                     routes::add(&mut ls[l], r);
                 }
@@ -134,6 +135,7 @@ pub fn listeners(doc: &mut Doc, mounts: &Mounts, targets: &HashMap<String, Targe
                     exclude: true,
                     disabled: m.disabled,
                     note: Some(note(m)),
+                    max_request_body: None,
                 };
                 routes::add_exclusion(&mut ls[l], r, &said(m));
             }
@@ -149,6 +151,12 @@ pub fn listeners(doc: &mut Doc, mounts: &Mounts, targets: &HashMap<String, Targe
     }
     for l in ls.iter_mut() {
         l.route_order = Some("mod_jk");
+        if let Some((n, source)) = &mounts.body_limit {
+            l.inner.push(format!(
+                "limits: {{ max_request_body: {n} }}   # {source}: LimitRequestBody{}",
+                if *n == 0 { " 0: no bound" } else { "" }
+            ));
+        }
     }
     routes::finish(
         &mut ls[WEB],

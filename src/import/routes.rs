@@ -137,6 +137,7 @@ mod tests {
             exclude: false,
             disabled: false,
             note: Some("src:1".into()),
+            max_request_body: None,
         }
     }
 

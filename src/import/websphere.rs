@@ -218,6 +218,12 @@ pub fn convert(text: &str, file: &str) -> Result<Doc, ImportError> {
             file,
         )?
         .clone();
+        // `PostSizeLimit` of the cluster, on each of its routes.
+        let body_limit = doc
+            .clusters
+            .iter()
+            .find(|c| matches!(c.item.get("name"), Some(Value::Str(n)) if *n == cluster))
+            .and_then(|c| c.max_request_body.clone());
         let ug = required(*r, "UriGroup", file)?;
         let uris = find(&uri_groups, ug, "UriGroup", *r, file)?;
         let vhosts: Vec<String> = match r.attribute("VirtualHostGroup") {
@@ -249,14 +255,18 @@ pub fn convert(text: &str, file: &str) -> Result<Doc, ImportError> {
                 let (listeners, host) = place(v);
                 tls_vhost |= listeners == [HTTPS];
                 for l in listeners {
-                    let note = Some(format!("{file}:{} VirtualHost {v}, Uri {path}", line(*uri)));
+                    let mut note = format!("{file}:{} VirtualHost {v}, Uri {path}", line(*uri));
+                    if let Some((_, said)) = &body_limit {
+                        note.push_str(&format!("; {said}"));
+                    }
                     let route = Route {
                         host: host.clone(),
                         path: path.to_string(),
                         cluster: cluster.clone(),
                         exclude: false,
                         disabled: false,
-                        note,
+                        note: Some(note),
+                        max_request_body: body_limit.as_ref().map(|(n, _)| *n),
                     };
                     routes::add(&mut ls[l], route);
                 }

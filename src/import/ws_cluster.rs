@@ -139,6 +139,12 @@ pub fn convert(sc: Node, name: &str, file: &str) -> Result<Cluster, ImportError>
         match a.name() {
             // Read with the servers' ServerIOTimeout (`timeout_retries`).
             "Name" | "ServerIOTimeoutRetry" => {}
+            // Bytes; -1 (the default) or 0: no bound.
+            "PostSizeLimit" => match a.value().parse::<i64>() {
+                Ok(v) if v > 0 => c.max_request_body = Some((v as u64, format!("{s}: the largest request body (max_request_body)"))),
+                Ok(_) => c.item.note(format!("{s}: no bound, as tether's default")),
+                Err(_) => c.item.note(format!("{s}: not a number, left out")),
+            },
             "LoadBalance" if a.value().eq_ignore_ascii_case("round robin") => {
                 c.item.set("balance", Value::Str("weighted".into()), s)
             }

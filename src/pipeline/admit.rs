@@ -50,6 +50,7 @@ pub fn admit<'s: 'a, 'a>(
         });
     }
     ctx.forwarded = snapshot.forwarded[listener];
+    ctx.body_limit = ctx.limits.max_request_body;
     let routes = &snapshot.routes[listener];
     let mut start = default;
     let mut route_chain = None;
@@ -62,6 +63,9 @@ pub fn admit<'s: 'a, 'a>(
             found @ (Found::Route(i) | Found::Excluded(i)) => {
                 let info = &routes.routes[i];
                 info.hits.inc();
+                if let Some(limit) = info.max_request_body {
+                    ctx.body_limit = limit;
+                }
                 ctx.route = Some(info.name.clone());
                 ctx.metrics = start.map(|d| snapshot.metrics[d].clone());
                 if matches!(found, Found::Excluded(_)) {
@@ -90,10 +94,28 @@ pub fn admit<'s: 'a, 'a>(
         }
     }
     match start {
+        Some(_) if declared_too_large(ctx, front) => Admitted::Answer(Answer::Refusal {
+            status: 413,
+            why: TOO_LARGE,
+        }),
         Some(cluster) => Admitted::Cluster {
             cluster,
             route_chain,
         },
         None => Admitted::Answer(Answer::NotFound),
     }
+}
+
+/// Why a body larger than `max_request_body` is refused (413).
+pub const TOO_LARGE: &str =
+    "413 Content Too Large: the request body is larger than this server takes\n";
+
+/// Does the request's `Content-Length` say its body is larger than its bound? Then it is
+/// refused before a server is chosen, as Apache's `LimitRequestBody` does.
+fn declared_too_large(ctx: &RequestCtx, front: &impl Front) -> bool {
+    ctx.body_limit > 0
+        && front
+            .first(&http::header::CONTENT_LENGTH)
+            .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse::<u64>().ok())
+            .is_some_and(|n| n > ctx.body_limit)
 }

@@ -40,6 +40,9 @@ pub struct RequestCtx {
     pub forwarded: bool,
     /// The listener's limits, read when the request arrived.
     pub limits: crate::config::ListenerLimits,
+    /// The request body's bound (`max_request_body`, the route's or the listener's); 0:
+    /// none. Set by `admit`.
+    pub body_limit: u64,
     /// Informational (1xx) responses relayed so far.
     pub informational: u8,
     /// The cluster's TLS to its servers, when it has one.
@@ -96,6 +99,7 @@ impl RequestCtx {
             status_failure: false,
             forwarded: true,
             limits: crate::config::ListenerLimits::default(),
+            body_limit: 0,
             informational: 0,
             upstream_tls: None,
             ssl_headers: None,

@@ -24,11 +24,17 @@ impl TetherProxy {
             session.set_read_timeout(Some(ctx.limits.tunnel_idle_timeout));
             return Ok(());
         }
+        let read = session.as_downstream().body_bytes_read() as u64;
+        if ctx.body_limit > 0 && read > ctx.body_limit {
+            return Err(Error::explain(
+                ErrorType::HTTPStatus(413),
+                "the request body is larger than max_request_body",
+            ));
+        }
         if end_of_stream {
             session.set_read_timeout(Some(ctx.limits.request_body_timeout));
             return Ok(());
         }
-        let read = session.as_downstream().body_bytes_read() as u64;
         let waited = crate::head_limit::client_wait().unwrap_or_else(|| ctx.start.elapsed());
         match min_rate::body_time_left(&ctx.limits, waited, read) {
             Some(wait) => {

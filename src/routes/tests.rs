@@ -12,6 +12,7 @@ fn route(host: Option<&str>, path: &str, cluster: usize) -> Route {
         exclude: false,
         disabled: false,
         plugins: vec![],
+        max_request_body: None,
     }
 }
 
