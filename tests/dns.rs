@@ -5,12 +5,12 @@
 
 mod common;
 
+use common::servers::status_of;
 use common::{Opts, Tether};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, UdpSocket};
 
 type Names = Arc<Mutex<HashMap<String, Ipv4Addr>>>;
@@ -74,24 +74,8 @@ fn answer(query: &[u8], names: &Names) -> Option<Vec<u8>> {
 async fn server(ip: Ipv4Addr, port: u16, name: &'static str) -> Option<SocketAddr> {
     let listener = TcpListener::bind((IpAddr::V4(ip), port)).await.ok()?;
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = s.read(&mut buf).await {
-                    if n == 0 {
-                        return;
-                    }
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\nX-Server: {name}\r\nContent-Length: 2\r\n\r\nok"
-                    );
-                    if s.write_all(answer.as_bytes()).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
+    let answer = format!("HTTP/1.1 200 OK\r\nX-Server: {name}\r\nContent-Length: 2\r\n\r\nok");
+    common::servers::fixed(listener, Some(answer.into_bytes()));
     Some(addr)
 }
 
@@ -109,18 +93,6 @@ async fn two_hosts() -> (SocketAddr, SocketAddr) {
 async fn served_by(t: &Tether, cookie: &str) -> (u16, String) {
     let r = t.client().get("/", &[("Cookie", cookie)]).await.unwrap();
     (r.status, r.header("x-server").unwrap_or("").to_string())
-}
-
-/// `/status` of server `name`.
-async fn status(t: &Tether, name: &str) -> serde_json::Value {
-    let (_, json) = t.admin("GET", "/status", None, b"").await;
-    json["clusters"][0]["servers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .unwrap()
-        .clone()
 }
 
 /// Waits up to 10 s for `f` to hold.
@@ -152,13 +124,13 @@ async fn named_servers_follow_their_names_without_a_reload() {
         ..Opts::default()
     });
     eventually("app resolves", || async {
-        status(&t, "app").await["health"] == "up"
+        status_of(&t, "app").await["health"] == "up"
     })
     .await;
-    assert_eq!(status(&t, "app").await["address"], a.to_string());
+    assert_eq!(status_of(&t, "app").await["address"], a.to_string());
     // The name that does not resolve: its server is down and says why; its sessions go
     // to the server that resolved, and nothing goes to a made-up address.
-    let ghost = status(&t, "ghost").await;
+    let ghost = status_of(&t, "ghost").await;
     assert_eq!(ghost["health"], "down", "{ghost}");
     let why = ghost["down_reason"].as_str().unwrap_or_default();
     assert!(
@@ -178,7 +150,7 @@ async fn named_servers_follow_their_names_without_a_reload() {
         served_by(&t, "JSESSIONID=x.app").await == (200, "b".into())
     })
     .await;
-    assert_eq!(status(&t, "app").await["address"], b.to_string());
+    assert_eq!(status_of(&t, "app").await["address"], b.to_string());
     let scrape = common::scrape(t.metrics.unwrap()).await;
     assert!(
         !scrape.contains("tether_config_reloads_total{result=\"success\"} 1"),
@@ -188,7 +160,7 @@ async fn named_servers_follow_their_names_without_a_reload() {
     names.lock().unwrap().clear();
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(served_by(&t, "JSESSIONID=x.app").await, (200, "b".into()));
-    assert_eq!(status(&t, "app").await["health"], "up");
+    assert_eq!(status_of(&t, "app").await["health"], "up");
     // The ghost comes to life: it serves its own sessions.
     names
         .lock()
@@ -196,7 +168,7 @@ async fn named_servers_follow_their_names_without_a_reload() {
         .insert("ghost.tether.test".into(), Ipv4Addr::new(127, 0, 0, 2));
     eventually("ghost resolves", || async {
         served_by(&t, "JSESSIONID=x.ghost").await == (200, "a".into())
-            && status(&t, "ghost").await["health"] == "up"
+            && status_of(&t, "ghost").await["health"] == "up"
     })
     .await;
 }

@@ -8,27 +8,12 @@ mod common;
 
 use common::{tomcats, Opts, Tether};
 use std::net::SocketAddr;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A server that reads requests and answers each with `answer` (never, when `None`).
 async fn fake(answer: Option<&'static [u8]>) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = s.read(&mut buf).await {
-                    if n == 0 {
-                        return;
-                    }
-                    if let Some(a) = answer {
-                        let _ = s.write_all(a).await;
-                    }
-                }
-            });
-        }
-    });
+    common::servers::fixed(listener, answer.map(<[u8]>::to_vec));
     addr
 }
 

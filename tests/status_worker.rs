@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::servers::status_of;
 use common::{tomcats, Opts, Tether};
 use std::time::Duration;
 
@@ -16,19 +17,6 @@ fn start(cluster: String) -> Tether {
     })
 }
 
-/// `/status` of server `name` of the first cluster.
-async fn server(t: &Tether, name: &str) -> serde_json::Value {
-    let (status, json) = t.admin("GET", "/status", None, b"").await;
-    assert_eq!(status, 200, "{json}");
-    json["clusters"][0]["servers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .unwrap()
-        .clone()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recover_puts_a_server_marked_down_back_at_once() {
     let sims = tomcats(2).await;
@@ -39,7 +27,7 @@ async fn recover_puts_a_server_marked_down_back_at_once() {
     let mut c = t.client();
     let r = c.get("/", &tc1).await.unwrap();
     assert_eq!(r.header("x-server"), Some("tc2"), "failed over");
-    assert_eq!(server(&t, "tc1").await["health"], "down");
+    assert_eq!(status_of(&t, "tc1").await["health"], "down");
     sims[0].restart().await.unwrap();
     let r = c.get("/", &tc1).await.unwrap();
     assert_eq!(r.header("x-server"), Some("tc2"), "still marked down");
@@ -50,7 +38,7 @@ async fn recover_puts_a_server_marked_down_back_at_once() {
         (status, &json["recovered"]),
         (200, &serde_json::json!(true))
     );
-    assert_eq!(server(&t, "tc1").await["health"], "up");
+    assert_eq!(status_of(&t, "tc1").await["health"], "up");
     let r = c.get("/", &tc1).await.unwrap();
     assert_eq!(r.header("x-server"), Some("tc1"), "its sessions come back");
     let (_, json) = t
@@ -62,14 +50,14 @@ async fn recover_puts_a_server_marked_down_back_at_once() {
         .await;
     assert_eq!(status, 404);
     // Bytes each way, heads and bodies, as jkstatus counted them.
-    let before = server(&t, "tc1").await;
+    let before = status_of(&t, "tc1").await;
     let body = vec![b'x'; 10_000];
     let r = c
         .request("POST", "/", &[("Cookie", b"JSESSIONID=A.tc1")], &body)
         .await
         .unwrap();
     assert_eq!(r.header("x-server"), Some("tc1"));
-    let after = server(&t, "tc1").await;
+    let after = status_of(&t, "tc1").await;
     let grew = |field: &str| after[field].as_u64().unwrap() - before[field].as_u64().unwrap();
     assert!(
         (10_000..11_000).contains(&grew("bytes_to_server")),
@@ -86,12 +74,7 @@ async fn errors_reply_timeouts_and_the_peak_are_counted_and_reset() {
     // A server that takes requests and never answers.
     let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = silent.local_addr().unwrap();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((s, _)) = silent.accept().await {
-            held.push(s);
-        }
-    });
+    common::servers::fixed(silent, None);
     let cluster = format!(
         "    read_timeout: 200ms\n    servers:\n      - {{ name: slow, address: \"{addr}\", route: slow }}\n"
     );
@@ -108,7 +91,7 @@ async fn errors_reply_timeouts_and_the_peak_are_counted_and_reset() {
     for a in asks {
         assert_eq!(a.await.unwrap(), 504);
     }
-    let s = server(&t, "slow").await;
+    let s = status_of(&t, "slow").await;
     assert_eq!(
         (
             &s["requests"],
@@ -138,7 +121,7 @@ async fn errors_reply_timeouts_and_the_peak_are_counted_and_reset() {
         .admin("POST", "/clusters/shop/servers/slow/reset", None, b"")
         .await;
     assert_eq!((status, &json["reset"]), (200, &serde_json::json!(true)));
-    let s = server(&t, "slow").await;
+    let s = status_of(&t, "slow").await;
     for field in [
         "requests",
         "errors",

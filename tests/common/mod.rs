@@ -12,6 +12,7 @@ pub mod real_tomcat;
 pub mod recording;
 pub mod redis;
 pub mod script;
+pub mod servers;
 pub mod webdriver;
 pub mod websocket;
 
