@@ -367,15 +367,7 @@ impl Tether {
 
     /// `GET /status` of one server: (state, health, weight).
     pub async fn server_status(&self, token: Option<&str>, server: &str) -> (String, String, u64) {
-        let (status, json) = self.admin("GET", "/status", token, b"").await;
-        assert_eq!(status, 200, "{json}");
-        let s = json["clusters"][0]["servers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == server)
-            .unwrap_or_else(|| panic!("no server {server} in {json}"))
-            .clone();
+        let s = servers::status_with(self, token, server).await;
         (
             s["state"].as_str().unwrap().to_string(),
             s["health"].as_str().unwrap().to_string(),

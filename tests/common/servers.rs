@@ -29,7 +29,12 @@ pub fn fixed(listener: TcpListener, answer: Option<Vec<u8>>) {
 
 /// Server `name` of the first cluster as `GET /status` shows it.
 pub async fn status_of(t: &Tether, name: &str) -> serde_json::Value {
-    let (status, json) = t.admin("GET", "/status", None, b"").await;
+    status_with(t, None, name).await
+}
+
+/// [`status_of`], asked with `token`.
+pub async fn status_with(t: &Tether, token: Option<&str>, name: &str) -> serde_json::Value {
+    let (status, json) = t.admin("GET", "/status", token, b"").await;
     assert_eq!(status, 200, "{json}");
     json["clusters"][0]["servers"]
         .as_array()
