@@ -23,6 +23,7 @@ fn routes(n: usize) -> Vec<Route> {
             disabled: false,
             plugins: vec![],
             max_request_body: None,
+            error_pages: None,
         });
     }
     out

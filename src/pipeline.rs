@@ -21,7 +21,7 @@ pub mod plugins;
 mod slot;
 mod tries;
 
-pub use admit::{admit, Admitted, TOO_LARGE};
+pub use admit::{admit, pages, Admitted, TOO_LARGE};
 pub use answer::{error_body, https_host, Answer, NO_HOST};
 pub use client::client_of;
 pub use ctx::RequestCtx;

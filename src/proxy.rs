@@ -133,6 +133,7 @@ impl TetherProxy {
                     route_chain,
                 } => (cluster, route_chain),
                 Admitted::Answer(answer) => {
+                    let answer = answer.paged(pipeline::pages(&snapshot, self.listener, ctx));
                     let reply = respond::reply(&answer, false)?;
                     respond::send(session, reply).await?;
                     return Ok(true);
@@ -181,7 +182,10 @@ impl TetherProxy {
                 if let Some(router) = &ctx.router {
                     pipeline::log_refusal(router, reason);
                 }
-                respond::answer(session, &Answer::Refused(reason), false).await?;
+                let snapshot = self.snapshot.load();
+                let refused = Answer::Refused(reason);
+                let refused = refused.paged(pipeline::pages(&snapshot, self.listener, ctx));
+                respond::answer(session, &refused, false).await?;
                 Ok(true)
             }
             d => {
@@ -190,7 +194,10 @@ impl TetherProxy {
                     body::Buffered::Ready => Ok(false),
                     body::Buffered::TooSlow => {
                         crate::metrics::client_closed(&self.name, "request_body_timeout");
-                        respond::answer(session, &Answer::TooSlow, true).await?;
+                        let snapshot = self.snapshot.load();
+                        let slow = Answer::TooSlow;
+                        let slow = slow.paged(pipeline::pages(&snapshot, self.listener, ctx));
+                        respond::answer(session, &slow, true).await?;
                         Ok(true)
                     }
                     body::Buffered::Overflow => {
@@ -393,6 +400,8 @@ impl TetherProxy {
                     why: pipeline::error_body(status),
                 },
             };
+            let snapshot = self.snapshot.load();
+            let answer = answer.paged(pipeline::pages(&snapshot, self.listener, ctx));
             if let Err(err) = respond::answer(session, &answer, true).await {
                 warn!("failed to send error response: {err}");
             }

@@ -43,6 +43,9 @@ pub struct Snapshot {
     /// Routing plugins of each listener, then of each cluster (empty chains cost nothing).
     pub listener_chains: Box<[Arc<Chain>]>,
     pub cluster_chains: Box<[Arc<Chain>]>,
+    /// Pages for tether's own answers (`error_pages`), per listener and per cluster.
+    pub listener_pages: Box<[Option<crate::config::ErrorPages>]>,
+    pub cluster_pages: Box<[Option<crate::config::ErrorPages>]>,
     /// Whether any chain has a plugin: requests skip the plugin phases when none does.
     has_plugins: bool,
     /// Whether a plugin of any chain changes messages (`Plugin::edits_messages`): then
@@ -105,6 +108,7 @@ impl Snapshot {
                         chain: Arc::new(Chain::new(&r.plugins, None, &targets, build)),
                         hits: crate::metrics::route_counter(&l.name, &r.name),
                         max_request_body: r.max_request_body,
+                        error_pages: r.error_pages.clone(),
                     })
                     .collect();
                 Arc::new(ListenerRoutes {
@@ -140,6 +144,16 @@ impl Snapshot {
             clusters.push(Arc::new(router));
         }
         Snapshot {
+            listener_pages: config
+                .listeners
+                .iter()
+                .map(|l| l.error_pages.clone())
+                .collect(),
+            cluster_pages: config
+                .clusters
+                .iter()
+                .map(|c| c.error_pages.clone())
+                .collect(),
             clusters: clusters.into(),
             metrics: metrics.into(),
             listeners: config.listeners.iter().map(|l| l.cluster).collect(),
@@ -248,6 +262,8 @@ pub struct RouteInfo {
     pub hits: pingora_prometheus::prometheus::IntCounter,
     /// The route's `max_request_body`, over the listener's.
     pub max_request_body: Option<u64>,
+    /// The route's `error_pages`, over the cluster's and the listener's.
+    pub error_pages: Option<crate::config::ErrorPages>,
 }
 
 /// The shared, swappable snapshot.

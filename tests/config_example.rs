@@ -55,6 +55,7 @@ fn the_example_config_parses_to_what_it_documents() {
             cluster: Some(0),
             routes: vec![],
             route_order: RouteOrder::Specific,
+            error_pages: None,
             forwarded_headers: true,
             trusted_proxies: Vec::new(),
             proxy_protocol: None,
@@ -121,6 +122,7 @@ fn the_example_config_parses_to_what_it_documents() {
             },
             retry: tether::config::Retry::default(),
             max_inflight_per: Default::default(),
+            error_pages: None,
             servers: vec![
                 server("n1", 8081, 1),
                 Server {

@@ -239,6 +239,7 @@ pub(super) fn cluster(
         queue,
         retry,
         max_inflight_per: c.max_inflight_per.unwrap_or_default(),
+        error_pages: super::error_pages::error_pages(c.error_pages.as_ref(), path, check),
         servers,
     }
 }

@@ -18,6 +18,8 @@ pub struct Listener {
     pub routes: Vec<Route>,
     /// Which of several matching routes wins (`route_order:`).
     pub route_order: RouteOrder,
+    /// Pages for tether's own answers (`error_pages:`), under the route's and cluster's.
+    pub error_pages: Option<super::ErrorPages>,
     /// Set `X-Forwarded-For`, `-Proto` and `-Host` on requests to the servers.
     pub forwarded_headers: bool,
     /// Proxies in front of this listener (a CDN, a load balancer) whose `X-Forwarded-For`
@@ -101,6 +103,9 @@ pub struct Route {
     pub plugins: Vec<PluginSpec>,
     /// The listener's `limits.max_request_body` for this route's requests.
     pub max_request_body: Option<u64>,
+    /// Pages for tether's own answers to this route's requests, over the cluster's and
+    /// the listener's.
+    pub error_pages: Option<super::ErrorPages>,
 }
 
 /// What a route does with a request.

@@ -308,6 +308,8 @@ pub struct Cluster {
     pub queue: Queue,
     /// Whose bound the servers' `max_inflight` is: this instance's, or the fleet's.
     pub max_inflight_per: MaxInflightPer,
+    /// Pages for tether's own answers to this cluster's requests, over the listener's.
+    pub error_pages: Option<super::ErrorPages>,
     /// Which failures of a try send the request to the next server (`retry_on`).
     pub retry: Retry,
     pub servers: Vec<Server>,

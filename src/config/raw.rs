@@ -100,6 +100,7 @@ pub struct RawListener {
     pub redirect_https: Option<RawRedirect>,
     #[serde(default)]
     pub routes: Vec<RawRoute>,
+    pub error_pages: Option<serde_yaml::Mapping>,
     pub route_order: Option<String>,
 }
 
@@ -118,6 +119,7 @@ pub struct RawRoute {
     #[serde(default)]
     pub plugins: Vec<Value>,
     pub max_request_body: Option<u64>,
+    pub error_pages: Option<serde_yaml::Mapping>,
 }
 
 #[derive(Deserialize, Clone)]
@@ -207,6 +209,7 @@ pub struct RawCluster {
     #[serde(default)]
     pub plugins: Vec<Value>,
     pub fail_on_status: Option<Vec<i32>>,
+    pub error_pages: Option<serde_yaml::Mapping>,
     pub tls: Option<RawClusterTls>,
     pub ajp: Option<RawAjp>,
     pub ssl_headers: Option<RawSslHeaders>,

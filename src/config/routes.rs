@@ -143,6 +143,7 @@ pub(super) fn routes(
             max_request_body: r
                 .max_request_body
                 .map(|n| check.count(format!("{p}.max_request_body"), n, 0..=MAX_REQUEST_BODY)),
+            error_pages: super::error_pages::error_pages(r.error_pages.as_ref(), &p, check),
         });
     }
     out

@@ -127,6 +127,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             cluster,
             routes,
             route_order,
+            error_pages: super::error_pages::error_pages(l.error_pages.as_ref(), &path, &mut check),
             forwarded_headers: l.forwarded_headers.unwrap_or(true),
             trusted_proxies: cidrs(
                 &l.trusted_proxies,

@@ -16,7 +16,14 @@ pub fn write(out: &mut Vec<u8>, answer: &Answer<'_>, close: bool) -> bool {
             origin,
         } => to_https(out, redirect, host, origin, close),
         Answer::Redirect { status, to } => {
-            plain(out, status, b"", close, Some(("Location", to.as_bytes())));
+            let kind = answer.content_type();
+            plain(
+                out,
+                (status, kind),
+                b"",
+                close,
+                Some(("Location", to.as_bytes())),
+            );
         }
         Answer::Plugin {
             status,
@@ -27,18 +34,26 @@ pub fn write(out: &mut Vec<u8>, answer: &Answer<'_>, close: bool) -> bool {
             let mut digits = [0u8; 48];
             let secs = answer.retry_after().map(|s| write_on_stack(&mut digits, s));
             let extra = secs.map(|secs| ("Retry-After", secs));
-            plain(out, answer.status(), answer.body(), close, extra);
+            let (status, body, kind) = (answer.status(), answer.body(), answer.content_type());
+            plain(out, (status, kind), body, close, extra);
         }
     }
     close
 }
 
-/// Writes a `text/plain` answer: `status`, `body`, and whether the connection closes
-/// after it (then it says so). `extra` is one more field (`Retry-After`, `Location`).
-fn plain(out: &mut Vec<u8>, status: u16, body: &[u8], close: bool, extra: Option<(&str, &[u8])>) {
+/// Writes an answer: `status` and the body's media type, `body`, and whether the
+/// connection closes after it (then it says so). `extra` is one more field
+/// (`Retry-After`, `Location`).
+fn plain(
+    out: &mut Vec<u8>,
+    (status, kind): (u16, &str),
+    body: &[u8],
+    close: bool,
+    extra: Option<(&str, &[u8])>,
+) {
     status_line(out, status);
     if !body.is_empty() || extra.is_none() {
-        out.extend_from_slice(b"Content-Type: text/plain; charset=utf-8\r\n");
+        field(out, b"Content-Type", kind.as_bytes());
     }
     let mut digits = [0u8; 48];
     field(
@@ -148,7 +163,13 @@ mod tests {
     #[test]
     fn answers_read_as_http() {
         let mut out = Vec::new();
-        plain(&mut out, 503, b"no\n", false, None);
+        plain(
+            &mut out,
+            (503, "text/plain; charset=utf-8"),
+            b"no\n",
+            false,
+            None,
+        );
         assert_eq!(
             out,
             b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 3\r\nCache-Control: no-store\r\n\r\nno\n"
@@ -162,7 +183,13 @@ mod tests {
             out,
             b"HTTP/1.1 308 Permanent Redirect\r\nLocation: https://shop.example:8443/a?b=1\r\nContent-Length: 0\r\nCache-Control: no-store\r\n\r\n"
         );
-        plain(&mut out, 302, b"", true, Some(("Location", b"/x")));
+        plain(
+            &mut out,
+            (302, "text/plain; charset=utf-8"),
+            b"",
+            true,
+            Some(("Location", b"/x")),
+        );
         assert_eq!(
             out,
             b"HTTP/1.1 302 Found\r\nContent-Length: 0\r\nCache-Control: no-store\r\nLocation: /x\r\nConnection: close\r\n\r\n"

@@ -272,16 +272,25 @@ impl Engine {
             status: refusal.status,
             why: refusal.why,
         };
-        answer::write(&mut c.out, &refused, true);
-        let limits = self.snapshot.load().limits[self.listener];
+        let snapshot = self.snapshot.load();
+        answer::write(&mut c.out, &self.paged(refused, &snapshot), true);
+        let limits = snapshot.limits[self.listener];
         let _ = c.write_out(&limits, &self.name).await;
     }
 
     /// The body did not come at the listener's rate: 408, and the connection closes.
     pub(super) async fn too_slow(&self, c: &mut Conn, limits: &crate::config::ListenerLimits) {
         crate::metrics::client_closed(&self.name, "request_body_timeout");
-        answer::write(&mut c.out, &Answer::TooSlow, true);
+        let snapshot = self.snapshot.load();
+        answer::write(&mut c.out, &self.paged(Answer::TooSlow, &snapshot), true);
         let _ = c.write_out(limits, &self.name).await;
+    }
+
+    /// `answer` with the listener's page for it, for an answer given before (or without)
+    /// a route and cluster.
+    fn paged<'s>(&self, answer: Answer<'s>, snapshot: &'s crate::snapshot::Snapshot) -> Answer<'s> {
+        let own = snapshot.listener_pages[self.listener].as_ref();
+        answer.paged([None, None, own])
     }
 }
 

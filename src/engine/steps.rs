@@ -95,6 +95,7 @@ impl Engine {
                 route_chain,
             } => (cluster, route_chain),
             Admitted::Answer(answer) => {
+                let answer = answer.paged(pipeline::pages(snapshot, self.listener, ctx));
                 let status = answer.status();
                 let closes = answer::write(&mut c.out, &answer, !req.keeps());
                 return self.answered(c, status, closes, req).await;
@@ -143,8 +144,12 @@ impl Engine {
         };
         match ended {
             Ended::Relayed(relayed) => (relayed.status, relayed.client_keep),
-            Ended::Refused(reason) => self.refused(c, ctx, reason, req).await,
-            Ended::Failed(status, why) => self.failed(c, ctx, status, &why, req).await,
+            Ended::Refused(reason) => self.refused(c, ctx, reason, req, snapshot).await,
+            Ended::Failed(status, why) => {
+                let answer = Answer::ServerFailed(status);
+                let answer = answer.paged(pipeline::pages(snapshot, self.listener, ctx));
+                self.failed(c, ctx, &answer, &why, req).await
+            }
             Ended::Client(status) => (status, false),
             Ended::Body(stop) => self.body_stopped(c, stop, req).await,
         }
@@ -157,12 +162,14 @@ impl Engine {
         ctx: &mut RequestCtx,
         reason: Reject,
         req: &Request,
+        snapshot: &Snapshot,
     ) -> (u16, bool) {
         ctx.rejected = Some(reason);
         if let Some(router) = &ctx.router {
             pipeline::log_refusal(router, reason);
         }
-        let closes = answer::write(&mut c.out, &Answer::Refused(reason), !req.keeps());
+        let answer = Answer::Refused(reason).paged(pipeline::pages(snapshot, self.listener, ctx));
+        let closes = answer::write(&mut c.out, &answer, !req.keeps());
         self.answered(c, 503, closes, req).await
     }
 
@@ -171,12 +178,13 @@ impl Engine {
         &self,
         c: &mut Conn,
         ctx: &RequestCtx,
-        status: u16,
+        answer: &Answer<'_>,
         why: &str,
         req: &Request,
     ) -> (u16, bool) {
+        let status = answer.status();
         proxy::log_failure(why, status, ctx.tried.len(), &self.name);
-        answer::write(&mut c.out, &Answer::ServerFailed(status), true);
+        answer::write(&mut c.out, answer, true);
         let _ = c.write_out(&req.limits, &self.name).await;
         (status, false)
     }

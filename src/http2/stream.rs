@@ -141,7 +141,10 @@ impl Http2 {
                 cluster,
                 route_chain,
             } => (cluster, route_chain),
-            Admitted::Answer(a) => return answer::send(respond, &a, &limits, &self.name).await,
+            Admitted::Answer(a) => {
+                let a = a.paged(pipeline::pages(snapshot, self.listener, ctx));
+                return answer::send(respond, &a, &limits, &self.name).await;
+            }
         };
         if snapshot.has_plugins() {
             let chosen = Box::pin(self.plugins(ctx, snapshot, parts, link, cluster, route_chain));
@@ -174,7 +177,8 @@ impl Http2 {
         }
         if !tunnel {
             if let Err(stop) = upload.read_first(&limits, ctx.start).await {
-                return self.stopped(respond, stop, &limits).await;
+                let pages = pipeline::pages(snapshot, self.listener, ctx);
+                return self.stopped(respond, stop, &limits, pages).await;
             }
         }
         let mut x = Exchange::new(parts, link, &mut upload, respond, tunnel);
@@ -204,15 +208,21 @@ impl Http2 {
                 if let Some(router) = &ctx.router {
                     pipeline::log_refusal(router, reason);
                 }
-                answer::send(respond, &Answer::Refused(reason), &limits, &self.name).await
+                let refused = Answer::Refused(reason);
+                let refused = refused.paged(pipeline::pages(snapshot, self.listener, ctx));
+                answer::send(respond, &refused, &limits, &self.name).await
             }
             Ended::Failed(status, why) => {
                 crate::proxy::log_failure(&why, status, ctx.tried.len(), &self.name);
                 let failed = Answer::ServerFailed(status);
+                let failed = failed.paged(pipeline::pages(snapshot, self.listener, ctx));
                 answer::send(respond, &failed, &limits, &self.name).await
             }
             Ended::Client(status) => status,
-            Ended::Body(stop) => self.stopped(respond, stop, &limits).await,
+            Ended::Body(stop) => {
+                let pages = pipeline::pages(snapshot, self.listener, ctx);
+                self.stopped(respond, stop, &limits, pages).await
+            }
         }
     }
 
@@ -223,18 +233,20 @@ impl Http2 {
         respond: &mut SendResponse<Bytes>,
         stop: Stop,
         limits: &crate::config::ListenerLimits,
+        pages: [Option<&crate::config::ErrorPages>; 3],
     ) -> u16 {
         match stop {
             Stop::TooSlow => {
                 crate::metrics::client_closed(&self.name, "request_body_timeout");
-                answer::send(respond, &Answer::TooSlow, limits, &self.name).await
+                let slow = Answer::TooSlow.paged(pages);
+                answer::send(respond, &slow, limits, &self.name).await
             }
             Stop::Refused(refusal) => {
                 let refused = Answer::Refusal {
                     status: refusal.status,
                     why: refusal.why,
                 };
-                answer::send(respond, &refused, limits, &self.name).await
+                answer::send(respond, &refused.paged(pages), limits, &self.name).await
             }
             Stop::Closed => 499,
         }

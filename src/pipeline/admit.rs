@@ -63,6 +63,7 @@ pub fn admit<'s: 'a, 'a>(
             found @ (Found::Route(i) | Found::Excluded(i)) => {
                 let info = &routes.routes[i];
                 info.hits.inc();
+                ctx.route_at = Some(i);
                 if let Some(limit) = info.max_request_body {
                     ctx.body_limit = limit;
                 }
@@ -118,4 +119,26 @@ fn declared_too_large(ctx: &RequestCtx, front: &impl Front) -> bool {
             .first(&http::header::CONTENT_LENGTH)
             .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse::<u64>().ok())
             .is_some_and(|n| n > ctx.body_limit)
+}
+
+/// The `error_pages` for a request of listener `listener`, most specific first: its
+/// route's, its cluster's, the listener's.
+pub fn pages<'s>(
+    snapshot: &'s Snapshot,
+    listener: usize,
+    ctx: &RequestCtx,
+) -> [Option<&'s crate::config::ErrorPages>; 3] {
+    let route = ctx
+        .route_at
+        .and_then(|i| snapshot.routes[listener].routes.get(i))
+        .and_then(|r| r.error_pages.as_ref());
+    let cluster = ctx
+        .cluster_at
+        .and_then(|c| snapshot.cluster_pages.get(c))
+        .and_then(Option::as_ref);
+    let own = snapshot
+        .listener_pages
+        .get(listener)
+        .and_then(Option::as_ref);
+    [route, cluster, own]
 }

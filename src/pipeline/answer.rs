@@ -2,7 +2,7 @@
 //! is decided here once; each front end only puts an [`Answer`] on its wire
 //! (`engine/answer.rs` for tether's HTTP/1 engine, `proxy/respond.rs` for Pingora's proxy).
 
-use crate::config::Redirect;
+use crate::config::{ErrorPages, Page, Redirect};
 use crate::routing::Reject;
 
 /// An answer of tether's own.
@@ -39,6 +39,38 @@ pub enum Answer<'a> {
     TooSlow,
     /// A request tether refuses (400, 413, 431, ...), with its reason.
     Refusal { status: u16, why: &'a str },
+    /// One of the above with an operator's page for its status (`error_pages`).
+    Page {
+        status: u16,
+        page: &'a Page,
+        retry_after: Option<u64>,
+    },
+}
+
+impl<'a> Answer<'a> {
+    /// The answer with the first page `pages` (most specific first) has for its status,
+    /// when it is one of tether's error answers and an operator gave one.
+    pub fn paged(self, pages: [Option<&'a ErrorPages>; 3]) -> Answer<'a> {
+        let own = matches!(
+            self,
+            Answer::TooMany { .. }
+                | Answer::NoHost
+                | Answer::NotFound
+                | Answer::Refused(_)
+                | Answer::ServerFailed(_)
+                | Answer::TooSlow
+                | Answer::Refusal { .. }
+        );
+        let status = self.status();
+        match pages.into_iter().flatten().find_map(|p| p.page(status)) {
+            Some(page) if own => Answer::Page {
+                status,
+                page,
+                retry_after: self.retry_after(),
+            },
+            _ => self,
+        }
+    }
 }
 
 impl Answer<'_> {
@@ -55,6 +87,15 @@ impl Answer<'_> {
             Answer::Refused(_) => 503,
             Answer::ServerFailed(status) => status,
             Answer::TooSlow => 408,
+            Answer::Page { status, .. } => status,
+        }
+    }
+
+    /// The body's media type.
+    pub fn content_type(&self) -> &'static str {
+        match *self {
+            Answer::Page { page, .. } => page.content_type,
+            _ => "text/plain; charset=utf-8",
         }
     }
 
@@ -66,6 +107,7 @@ impl Answer<'_> {
             Answer::Route { body, .. } | Answer::Plugin { body, .. } => body.as_bytes(),
             Answer::Refused(reason) => reason.body().as_bytes(),
             Answer::Refusal { why, .. } => why.as_bytes(),
+            Answer::Page { page, .. } => &page.body,
             other => error_body(other.status()).as_bytes(),
         }
     }
@@ -76,6 +118,7 @@ impl Answer<'_> {
         match *self {
             Answer::TooMany { retry_after_secs } => Some(retry_after_secs),
             Answer::Refused(Reject::Busy) => Some(1),
+            Answer::Page { retry_after, .. } => retry_after,
             _ => None,
         }
     }

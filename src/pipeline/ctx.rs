@@ -43,6 +43,10 @@ pub struct RequestCtx {
     /// The request body's bound (`max_request_body`, the route's or the listener's); 0:
     /// none. Set by `admit`.
     pub body_limit: u64,
+    /// The route (index in its listener's routes) and cluster of the request, once known:
+    /// whose `error_pages` apply.
+    pub route_at: Option<usize>,
+    pub cluster_at: Option<usize>,
     /// Informational (1xx) responses relayed so far.
     pub informational: u8,
     /// The cluster's TLS to its servers, when it has one.
@@ -100,6 +104,8 @@ impl RequestCtx {
             forwarded: true,
             limits: crate::config::ListenerLimits::default(),
             body_limit: 0,
+            route_at: None,
+            cluster_at: None,
             informational: 0,
             upstream_tls: None,
             ssl_headers: None,

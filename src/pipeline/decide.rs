@@ -17,6 +17,7 @@ impl RequestCtx {
         self.upstream_tls = snapshot.upstream_tls[cluster].clone();
         self.ssl_headers = snapshot.ssl_headers[cluster].clone();
         self.ajp = snapshot.ajp[cluster].clone();
+        self.cluster_at = Some(cluster);
     }
 }
 

@@ -46,7 +46,7 @@ pub fn reply(answer: &Answer<'_>, close: bool) -> Result<Reply> {
     };
     let set = |name: &str| fields.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
     if location.is_none() && !set("content-type") {
-        head.insert_header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")?;
+        head.insert_header(http::header::CONTENT_TYPE, answer.content_type())?;
     }
     head.insert_header(http::header::CONTENT_LENGTH, body.len())?;
     if !set("cache-control") {

@@ -13,6 +13,7 @@ fn route(host: Option<&str>, path: &str, cluster: usize) -> Route {
         disabled: false,
         plugins: vec![],
         max_request_body: None,
+        error_pages: None,
     }
 }
 

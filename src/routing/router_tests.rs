@@ -95,6 +95,7 @@ fn cluster(names: &[&str]) -> Cluster {
         },
         retry: crate::config::Retry::default(),
         max_inflight_per: Default::default(),
+        error_pages: None,
         servers: names
             .iter()
             .enumerate()
