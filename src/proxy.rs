@@ -353,6 +353,13 @@ impl TetherProxy {
                 return Err(e);
             }
             Heard::Final => {}
+            // Its body is dropped for tether's page (`fail_to_proxy` answers the status).
+            Heard::Replace => {
+                return Err(Error::explain(
+                    ErrorType::HTTPStatus(status),
+                    "replace_server_errors",
+                ))
+            }
         }
         websphere::strip_response(upstream_response);
         if let Some((snapshot, listener, cluster)) = &ctx.plugins {

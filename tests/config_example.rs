@@ -123,6 +123,7 @@ fn the_example_config_parses_to_what_it_documents() {
             retry: tether::config::Retry::default(),
             max_inflight_per: Default::default(),
             error_pages: None,
+            replace_server_errors: 0,
             servers: vec![
                 server("n1", 8081, 1),
                 Server {

@@ -123,3 +123,34 @@ fn a_page_that_cannot_be_read_or_a_bad_key_refuses_the_config() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_error_answer_gets_the_page_with_its_status_kept() {
+    let sims = tomcats(1).await;
+    let dir = common::scratch_dir("error-pages-replace");
+    let p5xx = page(&dir, "5xx.html", "<h1>sorry</h1>");
+    let t = Tether::start_with(Opts {
+        cluster: format!(
+            "    replace_server_errors: 500\n    error_pages: {{ 5xx: \"{p5xx}\" }}\n    servers:\n{}",
+            common::server_line(&sims[0], "")
+        ),
+        listener_extra: "    h2c: true\n".into(),
+        ..Opts::default()
+    });
+    let mut c = t.client();
+    sims[0].set_status(500);
+    let r = c.get("/x", &[]).await.unwrap();
+    assert_eq!((r.status, &r.body[..]), (500, &b"<h1>sorry</h1>"[..]));
+    assert_eq!(r.header("x-server"), None, "none of the server's answer");
+    // Below the threshold, the server's answer goes through untouched.
+    sims[0].set_status(404);
+    let r = t.client().get("/x", &[]).await.unwrap();
+    assert_eq!((r.status, r.header("x-server")), (404, Some("tc1")));
+    sims[0].set_status(503);
+    let out = std::process::Command::new("curl")
+        .args(["-s", "--http2-prior-knowledge", "-w", "\n%{http_code}"])
+        .arg(format!("http://{}/x", t.addr))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "<h1>sorry</h1>\n503");
+}

@@ -240,6 +240,9 @@ pub(super) fn cluster(
         retry,
         max_inflight_per: c.max_inflight_per.unwrap_or_default(),
         error_pages: super::error_pages::error_pages(c.error_pages.as_ref(), path, check),
+        replace_server_errors: c.replace_server_errors.map_or(0, |s| {
+            check.count(format!("{path}.replace_server_errors"), s, 400..=599)
+        }),
         servers,
     }
 }

@@ -310,6 +310,9 @@ pub struct Cluster {
     pub max_inflight_per: MaxInflightPer,
     /// Pages for tether's own answers to this cluster's requests, over the listener's.
     pub error_pages: Option<super::ErrorPages>,
+    /// A server's answer with this status or above goes to the client with tether's page
+    /// for its status instead of its body (mod_jk's `use_server_errors`); 0: off.
+    pub replace_server_errors: u16,
     /// Which failures of a try send the request to the next server (`retry_on`).
     pub retry: Retry,
     pub servers: Vec<Server>,

@@ -209,6 +209,7 @@ pub struct RawCluster {
     #[serde(default)]
     pub plugins: Vec<Value>,
     pub fail_on_status: Option<Vec<i32>>,
+    pub replace_server_errors: Option<u16>,
     pub error_pages: Option<serde_yaml::Mapping>,
     pub tls: Option<RawClusterTls>,
     pub ajp: Option<RawAjp>,

@@ -131,6 +131,7 @@ pub async fn attempt(
                 continue;
             }
             Heard::Retry => return Err(Failure::Status),
+            Heard::Replace => return Err(Failure::Replaced(status)),
             Heard::Failed => return Err(Failure::Upstream(FAILED_STATUS, "fail_on_status")),
             Heard::Final => {}
         }

@@ -151,6 +151,12 @@ impl Engine {
                 self.failed(c, ctx, &answer, &why, req).await
             }
             Ended::Client(status) => (status, false),
+            Ended::Replaced(status) => {
+                let answer = Answer::ServerFailed(status);
+                let answer = answer.paged(pipeline::pages(snapshot, self.listener, ctx));
+                let closes = answer::write(&mut c.out, &answer, !req.keeps());
+                self.answered(c, status, closes, req).await
+            }
             Ended::Body(stop) => self.body_stopped(c, stop, req).await,
         }
     }

@@ -133,6 +133,7 @@ pub(super) async fn attempt(
                 continue;
             }
             Heard::Retry => return Err(Failure::Status),
+            Heard::Replace => return Err(Failure::Replaced(status)),
             Heard::Failed => return Err(Failure::Upstream(FAILED_STATUS, "fail_on_status")),
             Heard::Final => {}
         }

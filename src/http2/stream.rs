@@ -219,6 +219,11 @@ impl Http2 {
                 answer::send(respond, &failed, &limits, &self.name).await
             }
             Ended::Client(status) => status,
+            Ended::Replaced(status) => {
+                let answer = Answer::ServerFailed(status);
+                let answer = answer.paged(pipeline::pages(snapshot, self.listener, ctx));
+                answer::send(respond, &answer, &limits, &self.name).await
+            }
             Ended::Body(stop) => {
                 let pages = pipeline::pages(snapshot, self.listener, ctx);
                 self.stopped(respond, stop, &limits, pages).await

@@ -149,6 +149,7 @@ pub fn error_body(status: u16) -> &'static str {
         502 => "502 Bad Gateway: the application server did not answer\n",
         503 => "503 Service Unavailable: no server is available\n",
         504 => "504 Gateway Timeout: the application server did not answer in time\n",
+        500..=599 => "the application server failed to serve this request\n",
         _ => "error\n",
     }
 }

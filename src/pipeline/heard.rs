@@ -30,6 +30,9 @@ pub enum Heard {
     Failed,
     /// The final answer, relayed.
     Final,
+    /// The final answer, whose body tether replaces with its page for the status
+    /// (`replace_server_errors`, mod_jk's `use_server_errors`); the server's is dropped.
+    Replace,
 }
 
 /// The answer to a request whose last try failed on a `fail_on_status` status (mod_jk's).
@@ -93,7 +96,10 @@ pub fn heard(
             router.name, slot.config.name, slot.config.address
         );
     }
-    Heard::Final
+    match router.replace_server_errors {
+        from if from > 0 && status >= from => Heard::Replace,
+        _ => Heard::Final,
+    }
 }
 
 /// The server answered a `fail_on_status` status (mod_jk): it is in error, and marked

@@ -41,6 +41,9 @@ pub enum Failure {
     Dropped(&'static str),
     /// The server answered a `fail_on_status` or `retry_on` status.
     Status,
+    /// The server's answer (this status) is replaced by tether's page for it
+    /// (`replace_server_errors`).
+    Replaced(u16),
     /// No answer head within `read_timeout` (504 when it ends the request).
     Timeout,
     /// An answer head that does not parse, or that ended before it was whole (502 when
@@ -88,6 +91,8 @@ pub enum Ended {
     Failed(u16, String),
     /// The client went away or did not read in time (the status logged).
     Client(u16),
+    /// The server answered this status, which tether answers with its own page.
+    Replaced(u16),
     /// The body stopped while it streamed to the server.
     Body(Stop),
 }
@@ -199,6 +204,7 @@ impl Tries {
                 Err(Ended::Failed(status, format!("{why} ({})", address(ctx))))
             }
             Failure::Client(status) => Err(Ended::Client(status)),
+            Failure::Replaced(status) => Err(Ended::Replaced(status)),
             Failure::Body(stop) => Err(Ended::Body(stop)),
         }
     }

@@ -79,6 +79,8 @@ pub struct ClusterRouter {
     /// carried over by a reload.
     pub waiting: Arc<super::Waiters>,
     max_inflight_per: crate::config::MaxInflightPer,
+    /// `replace_server_errors` (0: off).
+    pub replace_server_errors: u16,
     /// Which failures of a try send the request on (`retry_on`).
     pub retry: crate::config::Retry,
     pub max_attempts: u32,
@@ -215,6 +217,7 @@ impl ClusterRouter {
             queue: cfg.queue,
             waiting,
             max_inflight_per: cfg.max_inflight_per,
+            replace_server_errors: cfg.replace_server_errors,
             retry: cfg.retry.clone(),
             balance: cfg.balance,
             // With active checks the check decides when a server is back: no probes.

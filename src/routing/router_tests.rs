@@ -96,6 +96,7 @@ fn cluster(names: &[&str]) -> Cluster {
         retry: crate::config::Retry::default(),
         max_inflight_per: Default::default(),
         error_pages: None,
+        replace_server_errors: 0,
         servers: names
             .iter()
             .enumerate()

@@ -138,6 +138,7 @@ pub fn heard(
         pipeline::Heard::Final => Ok(true),
         pipeline::Heard::Interim => Ok(false),
         pipeline::Heard::Retry => Err(Failure::Status),
+        pipeline::Heard::Replace => Err(Failure::Replaced(status)),
         pipeline::Heard::Failed => {
             Err(Failure::Upstream(pipeline::FAILED_STATUS, "fail_on_status"))
         }
