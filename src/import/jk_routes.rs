@@ -36,9 +36,55 @@ fn placements(m: &Mount, mounts: &Mounts) -> Vec<(usize, Option<String>)> {
 }
 
 fn note(m: &Mount) -> String {
-    match &m.extensions {
-        Some(e) => format!("{}; rule extensions `{e}`: no tether equivalent", m.source),
-        None => m.source.clone(),
+    let others: Vec<&str> = extensions(m)
+        .filter(|e| server_errors(e).is_none())
+        .collect();
+    match others.is_empty() {
+        true => m.source.clone(),
+        false => format!(
+            "{}; rule extensions `{}`: no tether equivalent",
+            m.source,
+            others.join(";")
+        ),
+    }
+}
+
+/// A mount's rule extensions (`reply_timeout=60000`, ...).
+fn extensions(m: &Mount) -> impl Iterator<Item = &str> {
+    m.extensions
+        .iter()
+        .flat_map(|e| e.split(';'))
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+}
+
+/// `use_server_errors=N`'s status.
+fn server_errors(extension: &str) -> Option<i64> {
+    let (key, value) = extension.split_once('=')?;
+    (key.trim() == "use_server_errors")
+        .then(|| value.trim().parse().ok())
+        .flatten()
+}
+
+/// mod_jk's `use_server_errors=N` on a mount: the web server's error page for the
+/// server's answers from N up, tether's `replace_server_errors` on the mount's cluster.
+fn replace_server_errors(doc: &mut Doc, m: &Mount, cluster: &str) {
+    let Some(n) = extensions(m).find_map(server_errors) else {
+        return;
+    };
+    let named = |c: &&mut super::doc::Cluster| matches!(c.item.get("name"), Some(super::doc::Value::Str(s)) if s == cluster);
+    if let Some(c) = doc.clusters.iter_mut().find(named) {
+        let said = format!("{}: use_server_errors={n}", m.source);
+        match n {
+            400..=599 => c.item.set(
+                "replace_server_errors",
+                super::doc::Value::Num(n),
+                format!("{said}: the server's error answers get tether's page (error_pages)"),
+            ),
+            _ => c
+                .item
+                .note(format!("{said}: not a status 400-599, left out")),
+        }
     }
 }
 
@@ -91,6 +137,7 @@ pub fn listeners(doc: &mut Doc, mounts: &Mounts, targets: &HashMap<String, Targe
     for m in kept.iter().filter(|m| !m.exclude) {
         match targets.get(&m.worker) {
             Some(Target::Cluster(c)) => {
+                replace_server_errors(doc, m, c);
                 for (l, host) in placements(m, mounts) {
                     let r = Route {
                         host,
