@@ -34,7 +34,10 @@ MODDIR=${MODDIR:-/usr/lib/apache2/modules}
 KEEP=${KEEP:-0}
 VERBOSE=${VERBOSE:-0}
 
-for tool in "$APACHE" curl python3; do
+# python3 only picks a free port, when the caller reserved none (MOD_JK_PORT).
+tools=("$APACHE" curl)
+[ -n "${MOD_JK_PORT:-}" ] || tools+=(python3)
+for tool in "${tools[@]}"; do
     if ! command -v "$tool" >/dev/null 2>&1; then
         echo "check_mod_jk: missing $tool" >&2
         exit 2
