@@ -1,9 +1,11 @@
 //! What a server's answer head does, for every front end: an interim answer is counted
 //! (more than [`MAX_INFORMATIONAL`] to one request is a broken server); a `fail_on_status`
 //! status fails the try as in mod_jk: the answer is dropped, the server marked down (not
-//! for a negative code), and the request sent on while a retry is allowed, else a 503; a final
+//! for a negative code), and the request sent on while a retry is allowed, else a 503; a
+//! `retry_on` status sends the request on while another server could take it; a final
 //! answer teaches the partition table its `$WSPT`, tracks the session its `Set-Cookie`
-//! starts, and marks the server up. A failed connect marks the server down too.
+//! starts, and marks the server up, and at `replace_server_errors` or above has its body
+//! replaced. A failed connect marks the server down too.
 
 use super::RequestCtx;
 use crate::http1::response::is_final;
@@ -41,9 +43,9 @@ pub const FAILED_STATUS: u16 = 503;
 static WSPT: HeaderName = HeaderName::from_static("$wspt");
 
 /// The server of the request's current try answered `status` with `fields`; `may_retry`
-/// says whether the front end could send the request again (idempotent, its body still
-/// whole, and idempotent or `retry_non_idempotent`), asked only of a status that fails
-/// the try (`fail_on_status`, `retry_on`).
+/// says whether the front end could send the request again (its body still whole, and
+/// idempotent or `retry_non_idempotent`), asked only of a status that fails the try
+/// (`fail_on_status`, `retry_on`).
 pub fn heard(
     ctx: &mut RequestCtx,
     status: u16,
