@@ -12,6 +12,11 @@ use common::real_tomcat::{lines, tether_over_ajp, tether_over_ajp_with, RealTomc
 use common::{scratch_dir, Opts, Tether};
 use std::io::{Read, Write};
 use std::process::Command;
+
+/// The tests run one at a time: each starts its own Tomcats, and six JVMs starting,
+/// restarting and serving at once on a small machine make one test's Tomcat too slow for
+/// what another measures (a failover's answer within the client's 10 s).
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -21,6 +26,7 @@ use std::sync::Arc;
 /// of it was sent) are served by the other instance instead of waiting `read_timeout`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_tomcat_is_noticed_by_its_cping_and_its_requests_fail_over() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let dir = scratch_dir("ajp-cping");
     let Some(tomcats) = RealTomcat::start_all(&dir, &["tc1", "tc2"]) else {
         println!("skipped: tomcat10 not installed");
@@ -84,6 +90,7 @@ fn peak_kib(pid: u32) -> u64 {
 /// goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_bodies_stream_both_ways_and_a_flush_reaches_the_client() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let dir = scratch_dir("ajp-large");
     let Some(tomcats) = RealTomcat::start_all(&dir, &["tc1"]) else {
         println!("skipped: tomcat10 not installed");
@@ -166,6 +173,7 @@ async fn large_bodies_stream_both_ways_and_a_flush_reaches_the_client() {
 /// it is back it serves its share again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tomcat_restarted_under_load_loses_no_request_and_comes_back() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let dir = scratch_dir("ajp-restart");
     let Some(mut tomcats) = RealTomcat::start_all(&dir, &["tc1", "tc2"]) else {
         println!("skipped: tomcat10 not installed");
