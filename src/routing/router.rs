@@ -312,17 +312,6 @@ impl ClusterRouter {
         }
     }
 
-    /// Could a server not in `tried` take a request at `now` (active, and up or due a
-    /// probe)? Asked before an answer is dropped for another try, which would otherwise
-    /// end in tether's own 503.
-    pub fn another_could_take(&self, tried: &super::Tried, now: u64) -> bool {
-        self.servers.iter().enumerate().any(|(i, s)| {
-            !tried.contains(i)
-                && s.live.state() == crate::config::ServerState::Active
-                && s.live.could_take(now, self.recover_after_ms)
-        })
-    }
-
     /// Does an answer with `status` go to the next server (`retry_on`)?
     pub fn retries_on(&self, status: u16) -> bool {
         self.retry.statuses.contains(&status)

@@ -8,6 +8,19 @@ use crate::routing::session_id::MAX_SESSION_ID_LEN;
 use crate::routing::tried::Tried;
 use std::sync::atomic::Ordering::Relaxed;
 
+impl ClusterRouter {
+    /// Could a server not in `tried` take a request at `now` (active, and up or due a
+    /// probe)? Asked before an answer is dropped for another try, which would otherwise
+    /// end in tether's own 503.
+    pub fn another_could_take(&self, tried: &Tried, now: u64) -> bool {
+        self.servers.iter().enumerate().any(|(i, s)| {
+            !tried.contains(i)
+                && s.live.state() == ServerState::Active
+                && s.live.could_take(now, self.recover_after_ms)
+        })
+    }
+}
+
 /// Where a session id points when it points somewhere that cannot take it now.
 #[derive(Clone, Copy)]
 enum Target {
