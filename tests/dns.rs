@@ -176,18 +176,9 @@ async fn named_servers_follow_their_names_without_a_reload() {
 #[test]
 fn a_config_whose_names_wait_for_the_resolver_is_valid() {
     let dir = common::scratch_dir("dns-check");
-    let file = dir.join("t.yaml");
     let yaml = "resolver: { nameservers: [\"127.0.0.1:1\"] }\nlisteners:\n  - { name: web, address: \"127.0.0.1:1\", cluster: shop }\nclusters:\n  - name: shop\n    servers:\n      - { name: a, address: \"nowhere.tether.test:8080\" }\n";
-    std::fs::write(&file, yaml).unwrap();
-    let out = std::process::Command::new(common::tether_bin())
-        .args(["-t", "-c", file.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (code, stderr) = common::tether_t(&dir, yaml);
+    assert_eq!(code, Some(0), "{stderr}");
     for (bad, needle) in [
         (
             "resolver: { nameservers: [\"dns.example\"] }\n",
@@ -195,18 +186,10 @@ fn a_config_whose_names_wait_for_the_resolver_is_valid() {
         ),
         ("resolver: { interval: 1ms }\n", "resolver.interval"),
     ] {
-        std::fs::write(
-            &file,
-            format!("{bad}{}", &yaml[yaml.find("listeners").unwrap()..]),
-        )
-        .unwrap();
-        let out = std::process::Command::new(common::tether_bin())
-            .args(["-t", "-c", file.to_str().unwrap()])
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let listeners = &yaml[yaml.find("listeners").unwrap()..];
+        let (code, stderr) = common::tether_t(&dir, &format!("{bad}{listeners}"));
         assert!(
-            !out.status.success() && stderr.contains(needle),
+            code != Some(0) && stderr.contains(needle),
             "{bad}: {stderr}"
         );
     }

@@ -101,7 +101,6 @@ async fn tethers_answers_carry_the_most_specific_page() {
 #[test]
 fn a_page_that_cannot_be_read_or_a_bad_key_refuses_the_config() {
     let dir = common::scratch_dir("error-pages-check");
-    let file = dir.join("t.yaml");
     for (pages, needle) in [
         (
             "{ 503: /nonexistent/page.html }",
@@ -111,14 +110,9 @@ fn a_page_that_cannot_be_read_or_a_bad_key_refuses_the_config() {
         ("{ 6xx: /etc/hostname }", "clusters[0].error_pages.6xx"),
     ] {
         let yaml = format!("listeners:\n  - {{ name: web, address: \"127.0.0.1:1\", cluster: shop }}\nclusters:\n  - name: shop\n    error_pages: {pages}\n    servers:\n      - {{ name: a, address: \"127.0.0.1:2\" }}\n");
-        std::fs::write(&file, yaml).unwrap();
-        let out = std::process::Command::new(common::tether_bin())
-            .args(["-t", "-c", file.to_str().unwrap()])
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let (code, stderr) = common::tether_t(&dir, &yaml);
         assert!(
-            !out.status.success() && stderr.contains(needle),
+            code != Some(0) && stderr.contains(needle),
             "{pages}: {stderr}"
         );
     }

@@ -126,17 +126,11 @@ fn bad_retry_settings_are_refused() {
         ("retry_timeout: 2h", "clusters[0].retry_timeout"),
     ] {
         let dir = common::scratch_dir("retry-check");
-        let file = dir.join("t.yaml");
         let yaml = format!(
             "listeners:\n  - {{ name: web, address: \"127.0.0.1:1\", cluster: shop }}\nclusters:\n  - name: shop\n    {setting}\n    servers:\n      - {{ name: a, address: \"127.0.0.1:2\" }}\n"
         );
-        std::fs::write(&file, yaml).unwrap();
-        let out = std::process::Command::new(common::tether_bin())
-            .args(["-t", "-c", file.to_str().unwrap()])
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{setting}");
+        let (code, stderr) = common::tether_t(&dir, &yaml);
+        assert!(code != Some(0), "{setting}");
         assert!(stderr.contains(needle), "{setting}: {stderr}");
     }
 }
