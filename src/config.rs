@@ -24,6 +24,8 @@ pub use error_pages::{ErrorPages, Page};
 mod resolver;
 mod retry;
 mod routes;
+mod serve;
+pub use serve::{Files, Symlinks};
 pub mod shared_state;
 mod tls;
 mod validate;

@@ -13,6 +13,7 @@ mod ajp;
 mod answer;
 mod conn;
 mod exchange;
+mod files;
 mod grace;
 mod idle;
 mod plugins;

@@ -71,7 +71,13 @@ pub fn explain(config: &Config, snapshot: &Snapshot, ask: &Ask) -> Result<Value,
             let info = &routes.routes[i];
             let excluded = matches!(found, Found::Excluded(_));
             let answer = match (&info.action, excluded) {
-                (_, true) => Some(json!({ "status": 404, "why": "the route excludes this path" })),
+                (_, true) => Some(match &l.serve {
+                    Some(files) => {
+                        json!({ "files": files.root, "why": "the route excludes this path" })
+                    }
+                    None => json!({ "status": 404, "why": "the route excludes this path" }),
+                }),
+                (RouteAction::Serve(files), _) => Some(json!({ "files": files.root })),
                 (RouteAction::Respond { status, .. }, _) => Some(json!({ "status": status })),
                 (RouteAction::Redirect { to, status }, _) => {
                     Some(json!({ "status": status, "location": to }))
@@ -93,6 +99,11 @@ pub fn explain(config: &Config, snapshot: &Snapshot, ask: &Ask) -> Result<Value,
         Found::None => (None, snapshot.listeners[listener]),
     };
     let Some(cluster) = cluster else {
+        if let Some(files) = &l.serve {
+            return Ok(
+                json!({ "listener": l.name, "route": null, "answered_by_route": { "files": files.root, "why": "no route matches and the listener has no cluster" } }),
+            );
+        }
         return Ok(
             json!({ "listener": l.name, "route": null, "answered_by_route": { "status": 404, "why": "no route matches and the listener has no cluster" } }),
         );

@@ -10,6 +10,7 @@ mod answer;
 mod body;
 mod conn;
 mod exchange;
+mod files;
 mod send;
 mod settings;
 mod stream;

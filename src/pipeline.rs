@@ -21,8 +21,8 @@ pub mod plugins;
 mod slot;
 mod tries;
 
-pub use admit::{admit, pages, Admitted, TOO_LARGE};
-pub use answer::{error_body, https_host, Answer, NO_HOST};
+pub use admit::{admit, pages, Admitted, ErrorPages3, TOO_LARGE};
+pub use answer::{error_body, https_host, Answer, ALLOWED, NO_HOST};
 pub use client::client_of;
 pub use ctx::RequestCtx;
 pub use decide::{decide, log_refusal, settled};

@@ -5,6 +5,7 @@
 //! servers already tried; `fail_to_connect` marks the server down and allows the retry.
 
 mod body;
+mod files;
 mod forwarded;
 mod hooks;
 mod min_rate;
@@ -21,6 +22,7 @@ mod websphere;
 pub use body::H1_MOST;
 
 /// The proxy core's parts that tether's own HTTP/1 engine (`crate::engine`) runs too.
+pub use files::head as file_head;
 pub use forwarded::{set_forwarded, write_on_stack};
 pub use min_rate::{body_time_left, write_timeout};
 pub use peer::{http_peer, why_failed};
@@ -136,6 +138,12 @@ impl TetherProxy {
                     let answer = answer.paged(pipeline::pages(&snapshot, self.listener, ctx));
                     let reply = respond::reply(&answer, false)?;
                     respond::send(session, reply).await?;
+                    return Ok(true);
+                }
+                Admitted::Files(files) => {
+                    let files = files.clone();
+                    let on = (&*snapshot, self.listener, &*ctx);
+                    files::serve(session, &files, on).await?;
                     return Ok(true);
                 }
             }

@@ -45,6 +45,8 @@ pub struct Snapshot {
     pub cluster_chains: Box<[Arc<Chain>]>,
     /// Pages for tether's own answers (`error_pages`), per listener and per cluster.
     pub listener_pages: Box<[Option<crate::config::ErrorPages>]>,
+    /// Per listener: files for the requests no route or default cluster takes (`serve`).
+    pub listener_files: Box<[Option<Arc<crate::config::Files>>]>,
     pub cluster_pages: Box<[Option<crate::config::ErrorPages>]>,
     /// Whether any chain has a plugin: requests skip the plugin phases when none does.
     has_plugins: bool,
@@ -144,6 +146,7 @@ impl Snapshot {
             clusters.push(Arc::new(router));
         }
         Snapshot {
+            listener_files: config.listeners.iter().map(|l| l.serve.clone()).collect(),
             listener_pages: config
                 .listeners
                 .iter()

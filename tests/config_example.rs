@@ -56,6 +56,7 @@ fn the_example_config_parses_to_what_it_documents() {
             routes: vec![],
             route_order: RouteOrder::Specific,
             error_pages: None,
+            serve: None,
             forwarded_headers: true,
             trusted_proxies: Vec::new(),
             proxy_protocol: None,

@@ -20,6 +20,10 @@ pub struct Listener {
     pub route_order: RouteOrder,
     /// Pages for tether's own answers (`error_pages:`), under the route's and cluster's.
     pub error_pages: Option<super::ErrorPages>,
+    /// Files for the requests no route takes and no default cluster does, and for those an
+    /// exclusion turns away (`serve:`), as the web server in front of mod_jk served them;
+    /// `None`: those get 404.
+    pub serve: Option<std::sync::Arc<super::Files>>,
     /// Set `X-Forwarded-For`, `-Proto` and `-Host` on requests to the servers.
     pub forwarded_headers: bool,
     /// Proxies in front of this listener (a CDN, a load balancer) whose `X-Forwarded-For`
@@ -117,6 +121,8 @@ pub enum RouteAction {
     Respond { status: u16, body: String },
     /// Answer it with a redirect.
     Redirect { to: String, status: u16 },
+    /// Answer it with a file from a directory.
+    Serve(std::sync::Arc<super::Files>),
 }
 
 /// A listener's `tls:` section.

@@ -102,6 +102,7 @@ pub struct RawListener {
     pub routes: Vec<RawRoute>,
     pub error_pages: Option<serde_yaml::Mapping>,
     pub route_order: Option<String>,
+    pub serve: Option<super::serve::RawServe>,
 }
 
 /// `listeners[].routes[]`.
@@ -114,6 +115,7 @@ pub struct RawRoute {
     pub cluster: Option<String>,
     pub respond: Option<RawRespond>,
     pub redirect: Option<RawRouteRedirect>,
+    pub serve: Option<super::serve::RawServe>,
     pub exclude: Option<bool>,
     pub disabled: Option<bool>,
     #[serde(default)]

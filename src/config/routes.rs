@@ -77,10 +77,14 @@ pub(super) fn routes(
             r.cluster.is_some(),
             r.respond.is_some(),
             r.redirect.is_some(),
+            r.serve.is_some(),
         ];
         let action = match (&r.cluster, &r.respond, &r.redirect) {
             _ if actions.iter().filter(|a| **a).count() != 1 => {
-                check.err(p.clone(), "give exactly one of cluster, respond, redirect");
+                check.err(
+                    p.clone(),
+                    "give exactly one of cluster, respond, redirect, serve",
+                );
                 RouteAction::Respond {
                     status: 404,
                     body: String::new(),
@@ -123,7 +127,12 @@ pub(super) fn routes(
                     status,
                 }
             }
-            _ => unreachable!("exactly one action"),
+            _ => match &r.serve {
+                Some(serve) => {
+                    RouteAction::Serve(super::serve::files(serve, &format!("{p}.serve"), check))
+                }
+                None => unreachable!("exactly one action"),
+            },
         };
         let exclude = r.exclude.unwrap_or(false);
         if exclude && !matches!(action, RouteAction::Cluster(_)) {

@@ -98,7 +98,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
                 }
                 found
             }
-            None if redirect_https.is_some() || !l.routes.is_empty() => None,
+            None if redirect_https.is_some() || !l.routes.is_empty() || l.serve.is_some() => None,
             None => {
                 check.err(
                     format!("{path}.cluster"),
@@ -128,6 +128,10 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             routes,
             route_order,
             error_pages: super::error_pages::error_pages(l.error_pages.as_ref(), &path, &mut check),
+            serve: l
+                .serve
+                .as_ref()
+                .map(|s| super::serve::files(s, &format!("{path}.serve"), &mut check)),
             forwarded_headers: l.forwarded_headers.unwrap_or(true),
             trusted_proxies: cidrs(
                 &l.trusted_proxies,

@@ -47,6 +47,7 @@ impl Control {
                             RouteAction::Cluster(i) => cluster(*i).unwrap_or("?").to_string(),
                             RouteAction::Respond { status, .. } => format!("answer {status}"),
                             RouteAction::Redirect { to, status } => format!("{status} to {to}"),
+                            RouteAction::Serve(files) => format!("files {}", files.root.display()),
                         };
                         json!({ "name": r.name, "host": r.host, "path": r.path, "to": to })
                     })

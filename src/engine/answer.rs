@@ -30,6 +30,11 @@ pub fn write(out: &mut Vec<u8>, answer: &Answer<'_>, close: bool) -> bool {
             fields,
             body,
         } => with_fields(out, status, fields, body.as_bytes(), close),
+        Answer::NotAllowed => {
+            let (status, body, kind) = (answer.status(), answer.body(), answer.content_type());
+            let allow = Some(("Allow", crate::pipeline::ALLOWED.as_bytes()));
+            plain(out, (status, kind), body, close, allow);
+        }
         _ => {
             let mut digits = [0u8; 48];
             let secs = answer.retry_after().map(|s| write_on_stack(&mut digits, s));

@@ -8,6 +8,7 @@ use super::conn::Conn;
 use super::exchange::{self, Request};
 use super::serve::Engine;
 use crate::access_log::Record;
+use crate::files::{self, Outcome};
 use crate::http1::head::RequestHead;
 use crate::pipeline::{self, Admitted, Answer, Ended, Front, RequestCtx, Stop, Tries};
 use crate::proxy;
@@ -99,6 +100,31 @@ impl Engine {
                 let status = answer.status();
                 let closes = answer::write(&mut c.out, &answer, !req.keeps());
                 return self.answered(c, status, closes, req).await;
+            }
+            Admitted::Files(files) => {
+                let method = c.head.method.of(&c.buf);
+                let found = files::look_up(files, method, view.origin(), &view).await;
+                let served = match found {
+                    Outcome::File(served) => served,
+                    Outcome::Moved(to) => {
+                        let answer = Answer::Redirect {
+                            status: 301,
+                            to: &to,
+                        };
+                        let closes = answer::write(&mut c.out, &answer, !req.keeps());
+                        return self.answered(c, 301, closes, req).await;
+                    }
+                    Outcome::Refused(answer) => {
+                        let answer = answer.paged(pipeline::pages(snapshot, self.listener, ctx));
+                        let status = answer.status();
+                        let closes = answer::write(&mut c.out, &answer, !req.keeps());
+                        return self.answered(c, status, closes, req).await;
+                    }
+                };
+                let status = served.status;
+                let keeps = req.keeps();
+                let sent = super::files::send(c, served, !keeps, &req.limits, &self.name).await;
+                return (status, keeps && sent.is_ok());
             }
         };
         if let Err(refusal) = req.upload.bound(ctx.body_limit) {

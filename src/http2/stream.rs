@@ -145,6 +145,12 @@ impl Http2 {
                 let a = a.paged(pipeline::pages(snapshot, self.listener, ctx));
                 return answer::send(respond, &a, &limits, &self.name).await;
             }
+            Admitted::Files(files) => {
+                let pages = pipeline::pages(snapshot, self.listener, ctx);
+                let request = (parts.method.as_str().as_bytes(), view.origin(), &view);
+                let sent = super::files::serve(respond, files, request, pages, &limits, &self.name);
+                return sent.await;
+            }
         };
         if snapshot.has_plugins() {
             let chosen = Box::pin(self.plugins(ctx, snapshot, parts, link, cluster, route_chain));

@@ -4,10 +4,11 @@
 
 use super::answer::{https_host, Answer};
 use super::{client_of, Front, RequestCtx};
-use crate::config::RouteAction;
+use crate::config::{Files, RouteAction};
 use crate::routes::Found;
 use crate::routing::ms_at;
 use crate::snapshot::Snapshot;
+use std::sync::Arc;
 use tether_plugins::Chain;
 
 /// Where a request goes after its first steps: what it borrows of the snapshot (`'s`)
@@ -20,6 +21,8 @@ pub enum Admitted<'s, 'a> {
     },
     /// tether answers it.
     Answer(Answer<'a>),
+    /// A file from this directory answers it.
+    Files(&'s Arc<Files>),
 }
 
 /// The first steps of a request to listener `listener`.
@@ -70,7 +73,10 @@ pub fn admit<'s: 'a, 'a>(
                 ctx.route = Some(info.name.clone());
                 ctx.metrics = start.map(|d| snapshot.metrics[d].clone());
                 if matches!(found, Found::Excluded(_)) {
-                    return Admitted::Answer(Answer::NotFound);
+                    return match &snapshot.listener_files[listener] {
+                        Some(files) => Admitted::Files(files),
+                        None => Admitted::Answer(Answer::NotFound),
+                    };
                 }
                 match &info.action {
                     RouteAction::Cluster(cluster) => {
@@ -89,6 +95,7 @@ pub fn admit<'s: 'a, 'a>(
                             to,
                         })
                     }
+                    RouteAction::Serve(files) => return Admitted::Files(files),
                 }
             }
             Found::None => {}
@@ -103,7 +110,10 @@ pub fn admit<'s: 'a, 'a>(
             cluster,
             route_chain,
         },
-        None => Admitted::Answer(Answer::NotFound),
+        None => match &snapshot.listener_files[listener] {
+            Some(files) => Admitted::Files(files),
+            None => Admitted::Answer(Answer::NotFound),
+        },
     }
 }
 
@@ -121,13 +131,12 @@ fn declared_too_large(ctx: &RequestCtx, front: &impl Front) -> bool {
             .is_some_and(|n| n > ctx.body_limit)
 }
 
+/// The pages that may answer a request, most specific first.
+pub type ErrorPages3<'s> = [Option<&'s crate::config::ErrorPages>; 3];
+
 /// The `error_pages` for a request of listener `listener`, most specific first: its
 /// route's, its cluster's, the listener's.
-pub fn pages<'s>(
-    snapshot: &'s Snapshot,
-    listener: usize,
-    ctx: &RequestCtx,
-) -> [Option<&'s crate::config::ErrorPages>; 3] {
+pub fn pages<'s>(snapshot: &'s Snapshot, listener: usize, ctx: &RequestCtx) -> ErrorPages3<'s> {
     let route = ctx
         .route_at
         .and_then(|i| snapshot.routes[listener].routes.get(i))

@@ -20,6 +20,10 @@ pub enum Answer<'a> {
     NoHost,
     /// 404: no route, or a route's exclusion.
     NotFound,
+    /// 404: no file of a `serve:` directory has the path.
+    NoFile,
+    /// 405 with `Allow: GET, HEAD`: a `serve:` directory takes no other method.
+    NotAllowed,
     /// A route's own answer (`respond:`).
     Route { status: u16, body: &'a str },
     /// A route's redirect (`redirect:`).
@@ -56,6 +60,8 @@ impl<'a> Answer<'a> {
             Answer::TooMany { .. }
                 | Answer::NoHost
                 | Answer::NotFound
+                | Answer::NoFile
+                | Answer::NotAllowed
                 | Answer::Refused(_)
                 | Answer::ServerFailed(_)
                 | Answer::TooSlow
@@ -79,7 +85,8 @@ impl Answer<'_> {
             Answer::TooMany { .. } => 429,
             Answer::ToHttps { redirect, .. } => redirect.status,
             Answer::NoHost => 400,
-            Answer::NotFound => 404,
+            Answer::NotFound | Answer::NoFile => 404,
+            Answer::NotAllowed => 405,
             Answer::Route { status, .. }
             | Answer::Redirect { status, .. }
             | Answer::Plugin { status, .. }
@@ -108,6 +115,8 @@ impl Answer<'_> {
             Answer::Refused(reason) => reason.body().as_bytes(),
             Answer::Refusal { why, .. } => why.as_bytes(),
             Answer::Page { page, .. } => &page.body,
+            Answer::NoFile => b"404 Not Found\n",
+            Answer::NotAllowed => b"405 Method Not Allowed: only GET and HEAD\n",
             other => error_body(other.status()).as_bytes(),
         }
     }
@@ -133,6 +142,9 @@ impl Answer<'_> {
         )
     }
 }
+
+/// `Allow` of a [`Answer::NotAllowed`].
+pub const ALLOWED: &str = "GET, HEAD";
 
 /// The answer to a `redirect_https` request without a host to redirect to.
 pub const NO_HOST: &str = "400 Bad Request: no usable Host\n";

@@ -55,6 +55,9 @@ pub fn reply(answer: &Answer<'_>, close: bool) -> Result<Reply> {
     if let Some(secs) = answer.retry_after() {
         head.insert_header(http::header::RETRY_AFTER, secs)?;
     }
+    if let Answer::NotAllowed = answer {
+        head.insert_header(http::header::ALLOW, crate::pipeline::ALLOWED)?;
+    }
     if let Some(location) = location {
         head.insert_header(http::header::LOCATION, location)?;
     }
