@@ -24,6 +24,7 @@ fn routes(n: usize) -> Vec<Route> {
             plugins: vec![],
             max_request_body: None,
             error_pages: None,
+            compress: None,
         });
     }
     out

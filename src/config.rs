@@ -8,6 +8,8 @@
 
 mod check;
 mod client_limits;
+mod compress;
+pub use compress::{Compress, DEFAULT_TYPES as DEFAULT_COMPRESSED_TYPES};
 mod clusters;
 mod error;
 mod error_pages;

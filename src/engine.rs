@@ -19,6 +19,7 @@ mod idle;
 mod plugins;
 mod relay;
 mod serve;
+mod squeeze;
 mod steps;
 mod tunnel;
 mod upload;

@@ -7,6 +7,7 @@ pub mod bind_check;
 pub mod client_limits;
 pub mod coding;
 pub mod commands;
+pub mod compress;
 pub mod config;
 pub mod control;
 pub mod demo;

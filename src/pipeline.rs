@@ -21,7 +21,7 @@ pub mod plugins;
 mod slot;
 mod tries;
 
-pub use admit::{admit, pages, Admitted, ErrorPages3, TOO_LARGE};
+pub use admit::{admit, compress_for, pages, Admitted, ErrorPages3, TOO_LARGE};
 pub use answer::{error_body, https_host, Answer, ALLOWED, NO_HOST};
 pub use client::client_of;
 pub use ctx::RequestCtx;

@@ -16,6 +16,7 @@ mod request;
 pub mod request_checks;
 mod respond;
 mod secure;
+mod squeeze;
 mod upstream_fields;
 mod websphere;
 
@@ -429,7 +430,7 @@ impl TetherProxy {
 
     pub async fn response(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         upstream_response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
@@ -442,6 +443,12 @@ impl TetherProxy {
                 .response(upstream_response, state)
                 .await;
         }
+        let req = session.req_header();
+        let asked = (
+            req.method == http::Method::HEAD,
+            req.version == http::Version::HTTP_10,
+        );
+        squeeze::head(upstream_response, asked, ctx);
         Ok(())
     }
 

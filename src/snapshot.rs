@@ -47,6 +47,8 @@ pub struct Snapshot {
     pub listener_pages: Box<[Option<crate::config::ErrorPages>]>,
     /// Per listener: files for the requests no route or default cluster takes (`serve`).
     pub listener_files: Box<[Option<Arc<crate::config::Files>>]>,
+    /// Per listener: its `compress` (a route's own is in its [`RouteInfo`]).
+    pub listener_compress: Box<[Option<Arc<crate::config::Compress>>]>,
     pub cluster_pages: Box<[Option<crate::config::ErrorPages>]>,
     /// Whether any chain has a plugin: requests skip the plugin phases when none does.
     has_plugins: bool,
@@ -111,6 +113,7 @@ impl Snapshot {
                         hits: crate::metrics::route_counter(&l.name, &r.name),
                         max_request_body: r.max_request_body,
                         error_pages: r.error_pages.clone(),
+                        compress: r.compress.clone().or_else(|| l.compress.clone()),
                     })
                     .collect();
                 Arc::new(ListenerRoutes {
@@ -147,6 +150,11 @@ impl Snapshot {
         }
         Snapshot {
             listener_files: config.listeners.iter().map(|l| l.serve.clone()).collect(),
+            listener_compress: config
+                .listeners
+                .iter()
+                .map(|l| l.compress.clone())
+                .collect(),
             listener_pages: config
                 .listeners
                 .iter()
@@ -267,6 +275,8 @@ pub struct RouteInfo {
     pub max_request_body: Option<u64>,
     /// The route's `error_pages`, over the cluster's and the listener's.
     pub error_pages: Option<crate::config::ErrorPages>,
+    /// The route's `compress`, else the listener's.
+    pub compress: Option<Arc<crate::config::Compress>>,
 }
 
 /// The shared, swappable snapshot.

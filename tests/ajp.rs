@@ -133,6 +133,43 @@ async fn real_tomcats_over_ajp_see_the_client_and_keep_their_sessions() {
     let r = wrong.client().get("/echo.jsp", &[]).await.unwrap();
     assert_eq!(r.status, 403);
 
+    // `compress:` over AJP: Tomcat's streamed answer compressed, the same bytes after decoding.
+    let squeezing = "    h2c: true\n    compress: { types: [application/octet-stream] }\n";
+    let squeezing = tether_over_ajp(&tomcats, &dir, AJP_SECRET, squeezing);
+    let expected: Vec<u8> = (0..1 << 20)
+        .map(|i| b'a' + (i % 65536 % 26) as u8)
+        .collect();
+    for version in ["--http1.1", "--http2-prior-knowledge"] {
+        let url = format!("http://{}/big.jsp?mib=1", squeezing.addr);
+        let head = Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-D",
+                "-",
+                "-H",
+                "Accept-Encoding: br",
+                version,
+            ])
+            .arg(&url)
+            .output()
+            .expect("curl");
+        let head = String::from_utf8_lossy(&head.stdout).to_ascii_lowercase();
+        assert!(head.contains("content-encoding: br"), "{version}: {head}");
+        let out = Command::new("curl")
+            .args(["-s", "--compressed", version])
+            .arg(&url)
+            .output()
+            .expect("curl");
+        assert!(
+            out.stdout == expected,
+            "{version}: {} bytes",
+            out.stdout.len()
+        );
+    }
+    drop(squeezing);
+
     // Over TLS, HTTP/1.1 and HTTP/2: Tomcat sees a secure request, its cipher and key size,
     // and the client's certificate, as through mod_jk.
     let pki = Pki::new(&dir.join("pki"));

@@ -57,6 +57,7 @@ fn the_example_config_parses_to_what_it_documents() {
             route_order: RouteOrder::Specific,
             error_pages: None,
             serve: None,
+            compress: None,
             forwarded_headers: true,
             trusted_proxies: Vec::new(),
             proxy_protocol: None,

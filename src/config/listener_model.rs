@@ -24,6 +24,8 @@ pub struct Listener {
     /// exclusion turns away (`serve:`), as the web server in front of mod_jk served them;
     /// `None`: those get 404.
     pub serve: Option<std::sync::Arc<super::Files>>,
+    /// The servers' answers compressed for clients that take it (`compress:`); `None`: off.
+    pub compress: Option<std::sync::Arc<super::Compress>>,
     /// Set `X-Forwarded-For`, `-Proto` and `-Host` on requests to the servers.
     pub forwarded_headers: bool,
     /// Proxies in front of this listener (a CDN, a load balancer) whose `X-Forwarded-For`
@@ -110,6 +112,8 @@ pub struct Route {
     /// Pages for tether's own answers to this route's requests, over the cluster's and
     /// the listener's.
     pub error_pages: Option<super::ErrorPages>,
+    /// The listener's `compress` for this route's requests (`types: []` turns it off).
+    pub compress: Option<std::sync::Arc<super::Compress>>,
 }
 
 /// What a route does with a request.

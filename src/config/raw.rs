@@ -103,6 +103,7 @@ pub struct RawListener {
     pub error_pages: Option<serde_yaml::Mapping>,
     pub route_order: Option<String>,
     pub serve: Option<super::serve::RawServe>,
+    pub compress: Option<super::compress::RawCompress>,
 }
 
 /// `listeners[].routes[]`.
@@ -122,6 +123,7 @@ pub struct RawRoute {
     pub plugins: Vec<Value>,
     pub max_request_body: Option<u64>,
     pub error_pages: Option<serde_yaml::Mapping>,
+    pub compress: Option<super::compress::RawCompress>,
 }
 
 #[derive(Deserialize, Clone)]

@@ -153,6 +153,10 @@ pub(super) fn routes(
                 .max_request_body
                 .map(|n| check.count(format!("{p}.max_request_body"), n, 0..=MAX_REQUEST_BODY)),
             error_pages: super::error_pages::error_pages(r.error_pages.as_ref(), &p, check),
+            compress: r
+                .compress
+                .as_ref()
+                .map(|c| super::compress::compress(c, &format!("{p}.compress"), check)),
         });
     }
     out

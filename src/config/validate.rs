@@ -128,6 +128,10 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             routes,
             route_order,
             error_pages: super::error_pages::error_pages(l.error_pages.as_ref(), &path, &mut check),
+            compress: l
+                .compress
+                .as_ref()
+                .map(|c| super::compress::compress(c, &format!("{path}.compress"), &mut check)),
             serve: l
                 .serve
                 .as_ref()

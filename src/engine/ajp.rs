@@ -9,11 +9,12 @@ use super::answer;
 use super::conn::{to_client, Conn};
 use super::exchange::Request;
 use crate::ajp;
+use crate::compress::Plan;
 use crate::config::Ajp;
+use crate::http1::chunked;
 use crate::http1::framing::Body;
 use crate::http1::head::Refusal;
 use crate::pipeline::{Failure, Relayed, RequestCtx, Stop};
-use crate::proxy::write_on_stack;
 use crate::upstream;
 use pingora_core::connectors::TransportConnector;
 
@@ -169,11 +170,12 @@ impl upstream::ajp::ClientSide for Side<'_> {
         status: u16,
         fields: ajp::ResponseHeaders<'_>,
         length: Option<u64>,
+        plan: Option<Plan>,
     ) -> Result<bool, ()> {
         let req = &*self.req;
         let out = &mut self.c.out;
         let body = has_body(status, req);
-        client_head(out, status, fields, length);
+        client_head(out, status, fields, length, plan);
         // A length does not frame an answer without a body, but is passed on (HEAD).
         let length = length.filter(|_| body);
         self.chunked = length.is_none() && body && !req.http10;
@@ -204,14 +206,9 @@ impl upstream::ajp::ClientSide for Side<'_> {
             self.c.out.clear();
         }
         let out = &mut self.c.out;
-        if self.chunked {
-            let mut size = [0u8; 48];
-            out.extend_from_slice(write_on_stack(&mut size, format_args!("{:x}", data.len())));
-            out.extend_from_slice(b"\r\n");
-        }
-        out.extend_from_slice(data);
-        if self.chunked {
-            out.extend_from_slice(b"\r\n");
+        match self.chunked {
+            true => chunked::chunk(out, data),
+            false => out.extend_from_slice(data),
         }
         self.write().await
     }
@@ -222,7 +219,7 @@ impl upstream::ajp::ClientSide for Side<'_> {
             self.c.out.clear();
         }
         if self.chunked {
-            self.c.out.extend_from_slice(b"0\r\n\r\n");
+            self.c.out.extend_from_slice(chunked::LAST_CHUNK);
         }
         match self.c.out.is_empty() {
             true => Ok(()),
@@ -261,6 +258,7 @@ fn client_head(
     status: u16,
     fields: ajp::ResponseHeaders<'_>,
     length: Option<u64>,
+    plan: Option<Plan>,
 ) {
     answer::status_line(out, status);
     for (name, value) in fields {
@@ -274,8 +272,9 @@ fn client_head(
         if is(b"content-length") && length.is_none() {
             continue;
         }
-        answer::field(out, name, value);
+        answer::server_field(out, name, value, plan);
     }
+    answer::plan_fields(out, plan);
 }
 
 /// The request as `FORWARD_REQUEST`, in `c.out` (cleared).

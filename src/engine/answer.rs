@@ -2,6 +2,7 @@
 //! write buffer, the heads and bodies pingora-proxy's path sends for them too
 //! (`proxy/respond.rs`).
 
+use crate::compress::{self, Kept, Plan};
 use crate::pipeline::Answer;
 use crate::proxy::write_on_stack;
 
@@ -135,6 +136,27 @@ fn to_https(
 }
 
 /// `HTTP/1.1 <status> <reason>` and its line end, into an emptied `out`.
+/// Writes a server's field as `plan` (compression) keeps it.
+pub fn server_field(out: &mut Vec<u8>, name: &[u8], value: &[u8], plan: Option<Plan>) {
+    match plan.map_or(Kept::As, |p| compress::kept(p, name, value)) {
+        Kept::As => field(out, name, value),
+        Kept::Dropped => {}
+        Kept::Weak => {
+            out.extend_from_slice(name);
+            out.extend_from_slice(b": W/");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+}
+
+/// Writes the fields `plan` adds.
+pub fn plan_fields(out: &mut Vec<u8>, plan: Option<Plan>) {
+    for (name, value) in plan.into_iter().flat_map(compress::added) {
+        field(out, name.as_bytes(), value);
+    }
+}
+
 pub fn status_line(out: &mut Vec<u8>, status: u16) {
     out.clear();
     out.extend_from_slice(b"HTTP/1.1 ");

@@ -5,9 +5,11 @@
 use super::answer;
 use super::conn::{to_client, write_all, Conn};
 use super::relay::{relay, RelayError};
+use super::squeeze;
 use super::tunnel;
 use super::upload::Upload;
 use super::wire;
+use crate::compress::{self, Plan};
 use crate::config::ListenerLimits;
 use crate::http1::framing::Body;
 use crate::http1::response::Framing;
@@ -119,7 +121,7 @@ pub async fn attempt(
                 ))
             }
             Heard::Interim => {
-                client_head(c, Framing::None, true, req.http10);
+                client_head(c, Framing::None, true, req.http10, None);
                 if to_client(&mut c.stream, &c.out, &req.limits, listener)
                     .await
                     .is_err()
@@ -137,9 +139,16 @@ pub async fn attempt(
         }
         // A `101` is framed as having no body, and the connection is the tunnel's after it.
         let upgraded = status == 101;
-        let client_keep = !upgraded && req.keeps() && framing != Framing::Close;
+        let plan = ctx.compress.as_ref().and_then(|asked| {
+            let fields = upstream::ServerFields(&c.up_head, &c.up_buf);
+            compress::plan(asked, req.head_request, status, &fields)
+        });
+        let encoder = plan.and_then(compress::Encoder::of);
+        // A compressed answer to an HTTP/1.0 client ends with its connection.
+        let unframed = encoder.is_some() && req.http10;
+        let client_keep = !upgraded && req.keeps() && framing != Framing::Close && !unframed;
         let dechunk = req.http10 && framing == Framing::Chunked;
-        client_head(c, framing, client_keep && !dechunk, req.http10);
+        client_head(c, framing, client_keep && !dechunk, req.http10, plan);
         if upgraded {
             if to_client(&mut c.stream, &c.out, &req.limits, listener)
                 .await
@@ -154,16 +163,19 @@ pub async fn attempt(
                 client_keep: false,
             });
         }
-        let relayed = relay(
-            &mut up,
-            c,
-            framing,
-            dechunk,
-            (len, filled),
-            timeouts,
-            (&req.limits, listener),
-        )
-        .await;
+        let relayed = match encoder {
+            // Boxed: an answer sent as it came does not carry the compressing relay.
+            Some(encoder) => {
+                let to = (&req.limits, listener);
+                let read = (len, filled);
+                let squeezed = squeeze::relay(&mut up, c, framing, encoder, read, timeouts, to);
+                Box::pin(squeezed).await
+            }
+            None => {
+                let to = (&req.limits, listener);
+                relay(&mut up, c, framing, dechunk, (len, filled), timeouts, to).await
+            }
+        };
         return match relayed {
             Ok(clean) => {
                 if clean && server_keeps && req.upload.is_done() {
@@ -314,7 +326,7 @@ impl upstream::Watch for Watched<'_> {
 
 /// The client's head, from the server's: the status line and fields, less the server's
 /// hop fields and `$WS*` fields, with the client connection's persistence.
-fn client_head(c: &mut Conn, framing: Framing, keep: bool, http10: bool) {
+fn client_head(c: &mut Conn, framing: Framing, keep: bool, http10: bool, plan: Option<Plan>) {
     let status = c.up_head.status;
     answer::status_line(&mut c.out, status);
     let dechunk = http10 && framing == Framing::Chunked;
@@ -329,7 +341,11 @@ fn client_head(c: &mut Conn, framing: Framing, keep: bool, http10: bool) {
         if name.len() >= 3 && name[..3].eq_ignore_ascii_case(b"$ws") {
             continue;
         }
-        answer::field(&mut c.out, name, value);
+        answer::server_field(&mut c.out, name, value, plan);
+    }
+    answer::plan_fields(&mut c.out, plan);
+    if matches!(plan, Some(Plan::Squeeze(..))) && !http10 {
+        answer::field(&mut c.out, b"Transfer-Encoding", b"chunked");
     }
     if status == 101 {
         answer::field(&mut c.out, b"Connection", b"Upgrade");

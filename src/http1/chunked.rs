@@ -214,6 +214,29 @@ fn hex(b: u8) -> Option<u8> {
     }
 }
 
+/// Appends `data` as one chunk of a chunked body (nothing for no data: an empty chunk
+/// would end the body).
+pub fn chunk(out: &mut Vec<u8>, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
+    let mut digits = [0u8; 16];
+    let mut at = digits.len();
+    let mut n = data.len();
+    while n > 0 {
+        at -= 1;
+        digits[at] = b"0123456789abcdef"[n & 15];
+        n >>= 4;
+    }
+    out.extend_from_slice(&digits[at..]);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The last chunk of a chunked body, without trailers.
+pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,5 +363,32 @@ mod tests {
         let mut d = Decoder::default();
         assert_eq!(d.next(b"ffffffffffffffff\r\n"), Ok((18, Event::More)));
         assert_eq!(d.size, u64::MAX);
+    }
+
+    #[test]
+    fn chunks_written_decode_to_their_data() {
+        let mut out = Vec::new();
+        for part in [&b"hello"[..], b"", &[b'x'; 300][..]] {
+            chunk(&mut out, part);
+        }
+        out.extend_from_slice(LAST_CHUNK);
+        assert!(
+            out.starts_with(b"5\r\nhello\r\n12c\r\n"),
+            "no empty chunk before the end"
+        );
+        let mut d = Decoder::default();
+        let (mut pos, mut data) = (0, Vec::new());
+        loop {
+            let (used, event) = d.next(&out[pos..]).unwrap();
+            if let Event::Data { start, end } = event {
+                data.extend_from_slice(&out[pos + start..pos + end]);
+            }
+            pos += used;
+            if event == Event::End {
+                break;
+            }
+        }
+        assert_eq!(pos, out.len());
+        assert_eq!(data.len(), 305);
     }
 }

@@ -6,6 +6,7 @@
 use super::exchange::{response, Exchange, ResetWatch};
 use super::{send, Http2};
 use crate::ajp;
+use crate::compress::Plan;
 use crate::config::{Ajp, ListenerLimits};
 use crate::pipeline::{self, Failure, Relayed, RequestCtx, Stop};
 use crate::proxy::write_on_stack;
@@ -108,9 +109,13 @@ impl upstream::ajp::ClientSide for Side<'_, '_> {
         status: u16,
         fields: ajp::ResponseHeaders<'_>,
         _length: Option<u64>,
+        plan: Option<Plan>,
     ) -> Result<bool, ()> {
         let no_body = self.head_request || status == 204 || status == 304;
-        let head = response(status, fields);
+        let mut head = response(status, fields);
+        if let Some(plan) = plan {
+            crate::compress::edit(head.headers_mut(), plan);
+        }
         let sending = self
             .x
             .respond

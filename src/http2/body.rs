@@ -5,6 +5,7 @@
 //! request's start; the window is given back as the bytes are taken.
 
 use crate::config::ListenerLimits;
+use crate::http1::chunked::{chunk, LAST_CHUNK};
 use crate::http1::framing::Body;
 use crate::http1::head::Refusal;
 use crate::pipeline::{Failure, Stop};
@@ -134,7 +135,7 @@ impl Upload {
             match &data {
                 Some(data) if chunked => chunk(&mut framed, data),
                 Some(data) => framed.extend_from_slice(data),
-                None if chunked => framed.extend_from_slice(b"0\r\n\r\n"),
+                None if chunked => framed.extend_from_slice(LAST_CHUNK),
                 None => {}
             }
             if !framed.is_empty() {
@@ -200,14 +201,4 @@ impl Upload {
             }
         }
     }
-}
-
-/// `data` as one chunk of a chunked body.
-fn chunk(out: &mut Vec<u8>, data: &[u8]) {
-    let mut size = [0u8; 48];
-    let size = crate::proxy::write_on_stack(&mut size, format_args!("{:x}", data.len()));
-    out.extend_from_slice(size);
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(data);
-    out.extend_from_slice(b"\r\n");
 }

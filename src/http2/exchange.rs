@@ -7,6 +7,7 @@ use super::body::Upload;
 use super::send;
 use super::tunnel;
 use super::{Http2, Link};
+use crate::compress;
 use crate::http1::response::ResponseHead;
 use crate::pipeline::{self, Failure, Heard, Relayed, RequestCtx, FAILED_STATUS};
 use crate::proxy::Secure;
@@ -138,15 +139,25 @@ pub(super) async fn attempt(
             Heard::Final => {}
         }
         let mut reader = BodyReader::new(framing, (len, filled));
-        let head = response(status, x.head.fields(&x.buf));
-        let mut ended = reader.is_done();
+        let head_request = x.parts.method == http::Method::HEAD;
+        let plan = ctx.compress.as_ref().and_then(|asked| {
+            compress::plan(asked, head_request, status, &ServerFields(&x.head, &x.buf))
+        });
+        let mut encoder = plan.and_then(compress::Encoder::of);
+        let mut head = response(status, x.head.fields(&x.buf));
+        if let Some(plan) = plan {
+            compress::edit(head.headers_mut(), plan);
+        }
+        // A compressed body, empty or not, ends with the coding's trailer.
+        let mut ended = reader.is_done() && encoder.is_none();
         let mut sending = match x.respond.send_response(head, ended) {
             Ok(s) => s,
             Err(_) => return Err(Failure::Client(499)),
         };
         while !ended {
             let data = match reader.next(&mut up, &mut x.buf, timeouts.read).await {
-                Ok(Some(range)) => Bytes::copy_from_slice(&x.buf[range]),
+                Ok(Some(range)) => &x.buf[range],
+                Ok(None) if encoder.is_some() => &[][..],
                 Ok(None) => break,
                 Err(why) => {
                     warn!("cluster {}: {why}", router.name);
@@ -155,6 +166,17 @@ pub(super) async fn attempt(
                 }
             };
             let end = reader.is_done();
+            let data = match &mut encoder {
+                Some(e) => match e.push(data, end) {
+                    Ok(squeezed) => squeezed,
+                    Err(_) => {
+                        warn!("cluster {}: compressing the answer failed", router.name);
+                        sending.send_reset(h2::Reason::INTERNAL_ERROR);
+                        return Err(Failure::Client(status));
+                    }
+                },
+                None => Bytes::copy_from_slice(data),
+            };
             if send::data(&mut sending, data, end, &limits, &h2.name)
                 .await
                 .is_err()

@@ -106,10 +106,16 @@ pub fn admit<'s: 'a, 'a>(
             status: 413,
             why: TOO_LARGE,
         }),
-        Some(cluster) => Admitted::Cluster {
-            cluster,
-            route_chain,
-        },
+        Some(cluster) => {
+            if let Some(settings) = compress_for(snapshot, listener, ctx) {
+                let accept = front.first(&http::header::ACCEPT_ENCODING);
+                ctx.compress = Some(crate::compress::Asked::of(settings, accept));
+            }
+            Admitted::Cluster {
+                cluster,
+                route_chain,
+            }
+        }
         None => match &snapshot.listener_files[listener] {
             Some(files) => Admitted::Files(files),
             None => Admitted::Answer(Answer::NotFound),
@@ -129,6 +135,22 @@ fn declared_too_large(ctx: &RequestCtx, front: &impl Front) -> bool {
             .first(&http::header::CONTENT_LENGTH)
             .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse::<u64>().ok())
             .is_some_and(|n| n > ctx.body_limit)
+}
+
+/// The `compress` settings for a request of listener `listener`: its route's, else the
+/// listener's.
+pub fn compress_for<'s>(
+    snapshot: &'s Snapshot,
+    listener: usize,
+    ctx: &RequestCtx,
+) -> Option<&'s Arc<crate::config::Compress>> {
+    match ctx
+        .route_at
+        .and_then(|i| snapshot.routes[listener].routes.get(i))
+    {
+        Some(route) => route.compress.as_ref(),
+        None => snapshot.listener_compress.get(listener)?.as_ref(),
+    }
 }
 
 /// The pages that may answer a request, most specific first.

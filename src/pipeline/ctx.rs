@@ -65,6 +65,12 @@ pub struct RequestCtx {
     pub upstream_failed: bool,
     /// The current try's slot on its server (`max_inflight`), handed back when dropped.
     pub slot: Option<crate::routing::Slot>,
+    /// The `compress` settings and the coding the client takes, when compression is on for
+    /// the request (set by `admit`).
+    pub compress: Option<crate::compress::Asked>,
+    /// The answer's compressor on Pingora's proxy, which compresses in a body filter (the
+    /// other front ends keep theirs in their relay).
+    pub squeezing: Option<crate::compress::Encoder>,
 }
 
 impl Default for RequestCtx {
@@ -114,6 +120,8 @@ impl RequestCtx {
             session_key: None,
             upstream_failed: false,
             slot: None,
+            compress: None,
+            squeezing: None,
         }
     }
 

@@ -5,7 +5,7 @@ use super::{retry_allowed, RequestCtx, TetherProxy};
 use async_trait::async_trait;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::Result;
-use pingora_error::{Error, ErrorType, RetryType};
+use pingora_error::{Error, ErrorType, OrErr, RetryType};
 use pingora_http::{RequestHeader, ResponseHeader};
 use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 
@@ -151,11 +151,15 @@ impl ProxyHttp for TetherProxy {
         &self,
         session: &mut Session,
         body: &mut Option<bytes::Bytes>,
-        _end_of_stream: bool,
+        end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> Result<Option<std::time::Duration>> {
         if let Some(body) = body {
             count_bytes(ctx, body.len(), false);
+        }
+        super::squeeze::body(body, end_of_stream, ctx)
+            .or_err(ErrorType::InternalError, "compressing the answer")?;
+        if let Some(body) = body {
             self.sending(session, body.len(), ctx);
         }
         Ok(None)

@@ -14,6 +14,7 @@ fn route(host: Option<&str>, path: &str, cluster: usize) -> Route {
         plugins: vec![],
         max_request_body: None,
         error_pages: None,
+        compress: None,
     }
 }
 

@@ -5,8 +5,9 @@
 //! `Content-Length`. What differs between front ends (how the request is written, where
 //! its body comes from, how the client is watched and answered) is theirs: [`ClientSide`].
 
-use super::{connection, heard, Packets};
+use super::{connection, heard, AjpFields, Packets};
 use crate::ajp::{self, Message, ResponseHeaders, TooLarge};
+use crate::compress::{self, Encoder, Plan};
 use crate::config::Ajp;
 use crate::http1::head::Refusal;
 use crate::pipeline::{Failure, Relayed, RequestCtx, Stop};
@@ -44,13 +45,15 @@ pub trait ClientSide {
     async fn more(&mut self, want: usize, ctx: &RequestCtx) -> Result<(), Stop>;
     /// The client, watched while the server works.
     fn watch(&mut self) -> impl Watch + '_;
-    /// The answer's head, framed by `length` when the server gave one: does the client
-    /// take a body after it (not after a HEAD, 204 or 304)? `Err`: the client is gone.
+    /// The answer's head, framed by `length` when the server gave one and edited as
+    /// `plan` says when compression is on: does the client take a body after it (not after
+    /// a HEAD, 204 or 304)? `Err`: the client is gone.
     async fn head(
         &mut self,
         status: u16,
         fields: ResponseHeaders<'_>,
         length: Option<u64>,
+        plan: Option<Plan>,
     ) -> Result<bool, ()>;
     /// Sends what of the answer the front end holds back (before [`out`](Self::out) is
     /// used for the server again).
@@ -115,6 +118,7 @@ pub async fn exchange<C: ClientSide>(
     let limits = (max, timeouts.read, reused);
     let writes = (max, timeouts.read);
     // The head, answering the server's requests for the body first.
+    let mut encoder: Option<Encoder>;
     let (status, mut left, body) = loop {
         let next = packets
             .next(&mut up, buf, limits, &mut client.watch())
@@ -137,10 +141,19 @@ pub async fn exchange<C: ClientSide>(
                     continue;
                 }
                 let length = content_length(fields.clone());
-                let body = match client.head(status, fields, length).await {
+                let plan = ctx.compress.as_ref().and_then(|asked| {
+                    compress::plan(asked, false, status, &AjpFields(fields.clone()))
+                });
+                encoder = plan.and_then(Encoder::of);
+                // A compressed body's length is not known ahead.
+                let framed = length.filter(|_| encoder.is_none());
+                let body = match client.head(status, fields, framed, plan).await {
                     Ok(body) => body,
                     Err(()) => return Err(Failure::Client(499)),
                 };
+                if !body {
+                    encoder = None;
+                }
                 break (status, length.filter(|_| body), body);
             }
             _ => return Err(Failure::Junk("an AJP message before the answer's head")),
@@ -181,7 +194,15 @@ pub async fn exchange<C: ClientSide>(
                     }
                     *n -= data.len() as u64;
                 }
-                if client.data(data).await.is_err() {
+                let sent = match &mut encoder {
+                    Some(e) => match e.push(data, false) {
+                        Ok(squeezed) if squeezed.is_empty() => Ok(()),
+                        Ok(squeezed) => client.data(&squeezed).await,
+                        Err(_) => return Err(broken(client, status, "compressing failed")),
+                    },
+                    None => client.data(data).await,
+                };
+                if sent.is_err() {
                     return Err(Failure::Client(status));
                 }
             }
@@ -210,6 +231,15 @@ pub async fn exchange<C: ClientSide>(
             }
         }
     };
+    if let Some(mut e) = encoder {
+        let last = match e.push(&[], true) {
+            Ok(last) => last,
+            Err(_) => return Err(broken(client, status, "compressing failed")),
+        };
+        if !last.is_empty() && client.data(&last).await.is_err() {
+            return Err(Failure::Client(status));
+        }
+    }
     if client.end().await.is_err() {
         return Err(Failure::Client(status));
     }
