@@ -41,6 +41,21 @@ impl Body {
     /// shrank while it was sent is an error: the length was promised in the head.
     pub async fn read(&mut self, out: &mut Vec<u8>, max: usize) -> io::Result<usize> {
         let want = max.min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
+        let n = match self.read_now(out, want)? {
+            Some(n) => n,
+            None => self.read_pooled(out, want).await?,
+        };
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        self.offset += n as u64;
+        self.remaining -= n as u64;
+        Ok(n)
+    }
+
+    /// Up to `want` bytes from the page cache, appended to `out`; `None` when they are not
+    /// all there (or the file system cannot say without waiting).
+    fn read_now(&self, out: &mut Vec<u8>, want: usize) -> io::Result<Option<usize>> {
         let start = out.len();
         out.resize(start + want, 0);
         let nowait = rustix::io::preadv2(
@@ -50,33 +65,30 @@ impl Body {
             ReadWriteFlags::NOWAIT,
         );
         let n = match nowait {
-            Ok(n) if n > 0 => n,
-            Ok(_) | Err(Errno::AGAIN | Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL) => {
-                out.truncate(start);
-                let (file, offset) = (self.file.clone(), self.offset);
-                let read = tokio::task::spawn_blocking(move || {
-                    let mut buf = vec![0; want];
-                    let n = rustix::io::pread(&*file, &mut buf[..], offset)?;
-                    buf.truncate(n);
-                    Ok::<_, io::Error>(buf)
-                })
-                .await
-                .map_err(io::Error::other)??;
-                out.extend_from_slice(&read);
-                read.len()
-            }
+            Ok(n) if n > 0 => Some(n),
+            Ok(_) | Err(Errno::AGAIN | Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL) => None,
             Err(e) => {
                 out.truncate(start);
                 return Err(e.into());
             }
         };
-        out.truncate(start + n);
-        if n == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        self.offset += n as u64;
-        self.remaining -= n as u64;
+        out.truncate(start + n.unwrap_or(0));
         Ok(n)
+    }
+
+    /// Up to `want` bytes read in tokio's blocking pool, appended to `out`.
+    async fn read_pooled(&self, out: &mut Vec<u8>, want: usize) -> io::Result<usize> {
+        let (file, offset) = (self.file.clone(), self.offset);
+        let read = tokio::task::spawn_blocking(move || {
+            let mut buf = vec![0; want];
+            let n = rustix::io::pread(&*file, &mut buf[..], offset)?;
+            buf.truncate(n);
+            Ok::<_, io::Error>(buf)
+        })
+        .await
+        .map_err(io::Error::other)??;
+        out.extend_from_slice(&read);
+        Ok(read.len())
     }
 
     /// Sends what the socket takes now (in the blocking pool), until it takes no more
@@ -118,4 +130,73 @@ fn send(
         }
     }
     Ok(offset - start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn file(bytes: &[u8]) -> OwnedFd {
+        let path = std::env::temp_dir().join(format!("tether-body-{}", std::process::id()));
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(bytes)
+            .unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        f.into()
+    }
+
+    #[tokio::test]
+    async fn the_pool_reads_what_the_cache_would() {
+        let bytes: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let body = Body::new(file(&bytes), 1000, 150_000);
+        let (mut now, mut pooled) = (b"head".to_vec(), b"head".to_vec());
+        let n = body.read_now(&mut now, 70_000).unwrap();
+        assert_eq!(n, Some(70_000), "a file just written is in the page cache");
+        assert_eq!(body.read_pooled(&mut pooled, 70_000).await.unwrap(), 70_000);
+        assert_eq!(now, pooled);
+        assert_eq!(&now[4..], &bytes[1000..71_000]);
+    }
+
+    #[tokio::test]
+    async fn a_body_reads_its_range_then_ends() {
+        let bytes = vec![7u8; 10_000];
+        let mut body = Body::new(file(&bytes), 9_000, 1_000);
+        let mut out = Vec::new();
+        while !body.is_done() {
+            body.read(&mut out, 300).await.unwrap();
+        }
+        assert_eq!(out.len(), 1_000);
+        // A file shorter than the length promised is an error, not a short answer.
+        let mut short = Body::new(file(&bytes), 9_500, 1_000);
+        let mut out = Vec::new();
+        assert_eq!(short.read(&mut out, 1_000).await.unwrap(), 500);
+        let end = short.read(&mut out, 1_000).await.unwrap_err();
+        assert_eq!(end.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[test]
+    fn sendfile_stops_when_the_socket_is_full_and_goes_on_after() {
+        let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+        let f = file(&bytes);
+        let (tx, mut rx) = std::os::unix::net::UnixStream::pair().unwrap();
+        tx.set_nonblocking(true).unwrap();
+        let socket: OwnedFd = tx.into();
+        let (mut offset, mut got) = (0u64, Vec::new());
+        let mut rounds = 0;
+        while offset < bytes.len() as u64 {
+            let sent = send(socket.as_fd(), &f, offset, bytes.len() as u64 - offset).unwrap();
+            offset += sent;
+            rounds += 1;
+            let mut buf = vec![0; 1 << 20];
+            while got.len() < offset as usize {
+                let n = rx.read(&mut buf).unwrap();
+                got.extend_from_slice(&buf[..n]);
+            }
+        }
+        assert!(rounds > 1, "a socket's buffer holds less than 3 MB");
+        assert!(got == bytes);
+    }
 }

@@ -201,4 +201,84 @@ mod tests {
         assert_eq!(media_type(b"a.d/README"), "application/octet-stream");
         assert_eq!(media_type(b"x.unknownext"), "application/octet-stream");
     }
+
+    fn files(root: &std::path::Path, precompressed: bool) -> Files {
+        Files {
+            root: root.to_path_buf(),
+            strip_prefix: None,
+            index: vec!["index.htm".into(), "index.html".into()],
+            cache_control: None,
+            precompressed,
+            dot_files: false,
+            symlinks: Symlinks::Inside,
+        }
+    }
+
+    fn name(relative: &str, slash: bool) -> Name {
+        Name {
+            relative: relative.as_bytes().to_vec(),
+            slash,
+        }
+    }
+
+    #[test]
+    fn the_blocking_lookup_finds_what_the_cached_one_does() {
+        let dir = std::env::temp_dir().join(format!("tether-open-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let root = dir.join("root");
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        std::fs::write(dir.join("outside.txt"), "no").unwrap();
+        std::fs::write(root.join("d/index.html"), "index").unwrap();
+        std::fs::write(root.join("a.css"), "plain").unwrap();
+        std::fs::write(root.join("a.css.gz"), "gz").unwrap();
+        std::os::unix::fs::symlink("../outside.txt", root.join("out")).unwrap();
+        std::os::unix::fs::symlink("a.css", root.join("in.css")).unwrap();
+        let plain = files(&root, false);
+        let squeezed = files(&root, true);
+        let gzip = [Coding::Br, Coding::Gzip];
+        // The blocking lookup decides; the cached one gives the same answer or leaves it
+        // to the blocking one (a link it would have to read, a name it has not seen), and
+        // once a name was looked up, finds it without waiting.
+        let html = "text/html; charset=utf-8";
+        let css = "text/css; charset=utf-8";
+        let cases: [(&Files, Name, &[Coding], Result<_, Miss>); 9] = [
+            (&plain, name("d", true), &[], Ok((5, html, None))),
+            (&plain, name("d", false), &[], Err(Miss::Directory)),
+            (&plain, name(".", true), &[], Err(Miss::NotFound)),
+            (&plain, name("a.css", false), &gzip, Ok((5, css, None))),
+            (
+                &squeezed,
+                name("a.css", false),
+                &gzip,
+                Ok((2, css, Some(Coding::Gzip))),
+            ),
+            (&squeezed, name("a.css", false), &[], Ok((5, css, None))),
+            (&plain, name("in.css", false), &[], Ok((5, css, None))),
+            (&plain, name("out", false), &[], Err(Miss::NotFound)),
+            (&plain, name("nothing", false), &[], Err(Miss::NotFound)),
+        ];
+        let found = |f: &Files, n: &Name, accepts: &[Coding], cached| {
+            find(f, n, accepts, cached).map(|o| (o.size, o.content_type, o.coding))
+        };
+        for (f, n, accepts, expected) in &cases {
+            assert_eq!(&found(f, n, accepts, false), expected, "{n:?}");
+        }
+        for (f, n, accepts, expected) in &cases {
+            let cached = found(f, n, accepts, true);
+            assert!(
+                &cached == expected || cached == Err(Miss::WouldBlock),
+                "{n:?}: {cached:?}"
+            );
+            if n.relative == b"a.css" {
+                assert_eq!(
+                    &cached, expected,
+                    "a name looked up before is in the caches"
+                );
+            }
+        }
+        let mut any = files(&root, false);
+        any.symlinks = Symlinks::Any;
+        assert!(find(&any, &name("out", false), &[], false).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
