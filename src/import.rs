@@ -3,11 +3,15 @@
 //! The importers read the source into [`doc::Doc`] (clusters, servers, listeners and
 //! routes, each with comments), which is written as YAML to stdout. A setting without a
 //! tether equivalent becomes a comment naming it; one that needs a person's decision (an
-//! AJP port, a keyring) is a comment starting with `REVIEW:`, also listed on stderr.
+//! AJP port, a keyring) is a comment starting with `REVIEW:`, also listed on stderr. With
+//! the web server's document root, a listener answers what the connector declined from
+//! its files (`serve:`), as the web server did.
 
 mod doc;
+mod docroot;
 mod jk;
 mod jk_ajp;
+mod jk_docroot;
 mod jk_model;
 mod jk_mounts;
 mod jk_props;
@@ -37,11 +41,20 @@ pub enum Source {
         /// import; may be given more than once.
         #[arg(long = "jkmount-from", value_name = "HTTPD_CONF")]
         jkmount_from: Vec<PathBuf>,
+        /// Apache's DocumentRoot (absolute): what mod_jk declined (JkUnMount, `!`, paths no
+        /// mount matches) is answered from its files. Default: the DocumentRoot of the
+        /// --jkmount-from files.
+        #[arg(long = "document-root", value_name = "DIR")]
+        document_root: Option<PathBuf>,
     },
     /// IBM WebSphere's web server plug-in: plugin-cfg.xml.
     Websphere {
         /// plugin-cfg.xml
         plugin_cfg: PathBuf,
+        /// The web server's DocumentRoot (absolute): requests no UriGroup matches are
+        /// answered from its files.
+        #[arg(long = "document-root", value_name = "DIR")]
+        document_root: Option<PathBuf>,
     },
 }
 
@@ -98,12 +111,20 @@ fn read(path: &Path) -> Result<(String, String), ImportError> {
     Ok((name, text(&bytes)))
 }
 
-/// The tether config for a mod_jk setup, as YAML text.
+/// `--document-root`, checked before any file is read.
+fn document_root(dir: Option<&Path>) -> Result<Option<docroot::DocumentRoot>, ImportError> {
+    dir.map(docroot::DocumentRoot::flag).transpose()
+}
+
+/// The tether config for a mod_jk setup, as YAML text; `document_root`: Apache's, which
+/// wins over httpd.conf's `DocumentRoot`.
 pub fn mod_jk(
     workers: &Path,
     uriworkermap: Option<&Path>,
     httpd: &[PathBuf],
+    document_root: Option<&Path>,
 ) -> Result<String, ImportError> {
+    let root = self::document_root(document_root)?;
     let workers = read(workers)?;
     let map = uriworkermap.map(read).transpose()?;
     let httpd = httpd
@@ -114,18 +135,28 @@ pub fn mod_jk(
         .iter()
         .map(|(f, t)| (f.as_str(), t.as_str()))
         .collect();
-    mod_jk_text(
+    mod_jk_text_with_root(
         (&workers.0, &workers.1),
         map.as_ref().map(|(f, t)| (f.as_str(), t.as_str())),
         &httpd,
+        root.as_ref(),
     )
 }
 
-/// [`mod_jk`] over the files' (name, text).
+/// [`mod_jk`] over the files' (name, text), without `--document-root`.
 pub fn mod_jk_text(
+    workers: (&str, &str),
+    uriworkermap: Option<(&str, &str)>,
+    httpd: &[(&str, &str)],
+) -> Result<String, ImportError> {
+    mod_jk_text_with_root(workers, uriworkermap, httpd, None)
+}
+
+fn mod_jk_text_with_root(
     (wfile, workers): (&str, &str),
     uriworkermap: Option<(&str, &str)>,
     httpd: &[(&str, &str)],
+    root: Option<&docroot::DocumentRoot>,
 ) -> Result<String, ImportError> {
     let parsed = jk_props::parse(workers, wfile)?;
     let mut mounts = jk_mounts::Mounts::default();
@@ -138,19 +169,22 @@ pub fn mod_jk_text(
         jk_mounts::httpd(text, f, &mut mounts)?;
         sources.push(f.to_string());
     }
-    let doc = jk::convert(&parsed, mounts, wfile)?;
+    let doc = jk::convert(&parsed, mounts, wfile, root)?;
     finish(doc, "mod_jk", &sources)
 }
 
-/// The tether config for a WebSphere plug-in's plugin-cfg.xml, as YAML text.
-pub fn websphere(plugin_cfg: &Path) -> Result<String, ImportError> {
+/// The tether config for a WebSphere plug-in's plugin-cfg.xml, as YAML text;
+/// `document_root`: the web server's, which answered what no `Uri` matched.
+pub fn websphere(plugin_cfg: &Path, document_root: Option<&Path>) -> Result<String, ImportError> {
+    let root = self::document_root(document_root)?;
     let (f, text) = read(plugin_cfg)?;
-    websphere_text(&f, &text)
+    let doc = websphere::convert(&text, &f, root.as_ref())?;
+    finish(doc, "websphere", &[f])
 }
 
-/// [`websphere`] over the file's name and text.
+/// [`websphere`] over the file's name and text, without `--document-root`.
 pub fn websphere_text(file: &str, text: &str) -> Result<String, ImportError> {
-    let doc = websphere::convert(text, file)?;
+    let doc = websphere::convert(text, file, None)?;
     finish(doc, "websphere", &[file.to_string()])
 }
 
@@ -197,8 +231,17 @@ pub fn run(source: Source) -> ExitCode {
             workers,
             uriworkermap,
             jkmount_from,
-        } => mod_jk(workers, uriworkermap.as_deref(), jkmount_from),
-        Source::Websphere { plugin_cfg } => websphere(plugin_cfg),
+            document_root,
+        } => mod_jk(
+            workers,
+            uriworkermap.as_deref(),
+            jkmount_from,
+            document_root.as_deref(),
+        ),
+        Source::Websphere {
+            plugin_cfg,
+            document_root,
+        } => websphere(plugin_cfg, document_root.as_deref()),
     };
     match result {
         Ok(yaml) => {

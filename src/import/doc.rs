@@ -74,6 +74,17 @@ pub struct Route {
     pub max_request_body: Option<u64>,
 }
 
+/// A listener's `serve:`: the web server's document root.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Serve {
+    pub root: String,
+    /// Where the root comes from (`--document-root`, `httpd.conf:15: DocumentRoot`).
+    pub note: String,
+    /// Written commented out: the directory is not on this machine, and `tether -t`
+    /// refuses a root it cannot read.
+    pub commented: bool,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Listener {
     pub notes: Vec<String>,
@@ -82,6 +93,8 @@ pub struct Listener {
     pub cluster: Option<String>,
     /// Comment lines written inside the listener, before `routes:` (e.g. a `tls:` to fill).
     pub inner: Vec<String>,
+    /// Files for the requests no route takes and those an exclusion turns away.
+    pub serve: Option<Serve>,
     pub routes: Vec<Route>,
     /// `route_order`, written when the listener has routes.
     pub route_order: Option<&'static str>,
@@ -143,6 +156,15 @@ fn listener(w: &mut Writer, l: &Listener) {
     }
     for i in &l.inner {
         w.line(4, i);
+    }
+    if let Some(s) = &l.serve {
+        let outer = w.prefix;
+        if s.commented {
+            w.prefix = "# ";
+        }
+        w.noted(4, "serve:", Some(&s.note));
+        w.line(6, &format!("root: {}", scalar_str(&s.root)));
+        w.prefix = outer;
     }
     if let Some(order) = l.route_order.filter(|_| !l.routes.is_empty()) {
         w.noted(

@@ -2,6 +2,7 @@
 //! servers; a worker used on its own (in `worker.list` or mounted) a one-server cluster.
 
 use super::doc::{Cluster, Doc, Item, Value};
+use super::docroot::DocumentRoot;
 use super::jk_model::{Member, Target};
 use super::jk_mounts::{self, From, Mounts, Refused};
 use super::jk_props::{members_of, said, Worker, Workers};
@@ -35,8 +36,14 @@ fn kind(w: Option<&Worker>) -> String {
         .unwrap_or_else(|| "ajp13".into())
 }
 
-/// Builds the document from parsed workers and mounts (`workers_file` for notes).
-pub fn convert(w: &Workers, mut mounts: Mounts, workers_file: &str) -> Result<Doc, ImportError> {
+/// Builds the document from parsed workers and mounts (`workers_file` for notes); `root`:
+/// `--document-root`.
+pub fn convert(
+    w: &Workers,
+    mut mounts: Mounts,
+    workers_file: &str,
+    root: Option<&DocumentRoot>,
+) -> Result<Doc, ImportError> {
     let mut doc = Doc::default();
     // `worker.X.mount`: the lowest-precedence source of mounts.
     for x in &w.workers {
@@ -158,7 +165,7 @@ pub fn convert(w: &Workers, mut mounts: Mounts, workers_file: &str) -> Result<Do
         })
         .or_else(|| targets_first(&doc))
         .unwrap_or_default();
-    jk_routes::listeners(&mut doc, &mounts, &targets, &default);
+    jk_routes::listeners(&mut doc, &mounts, &targets, &default, root);
     Ok(doc)
 }
 

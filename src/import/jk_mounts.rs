@@ -40,6 +40,13 @@ pub enum Refused {
     Malformed(String),
 }
 
+/// A directive's value and where it is (`httpd.conf:15`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Said {
+    pub value: String,
+    pub source: String,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct VHost {
     /// `ServerName` (without scheme or port) then every `ServerAlias`.
@@ -52,6 +59,8 @@ pub struct VHost {
     pub source: String,
     pub cert: Option<String>,
     pub key: Option<String>,
+    /// Its own `DocumentRoot` (else the main server's).
+    pub document_root: Option<Said>,
 }
 
 #[derive(Debug, Default)]
@@ -64,6 +73,9 @@ pub struct Mounts {
     pub notes: Vec<String>,
     /// The main server's `LimitRequestBody` (bytes, 0: none) and where it is.
     pub body_limit: Option<(u64, String)>,
+    /// The main server's `DocumentRoot`, and the `ServerRoot` a relative one is under.
+    pub document_root: Option<Said>,
+    pub server_root: Option<Said>,
 }
 
 /// `X|Y` is the two patterns `X` and `XY`.
@@ -339,6 +351,25 @@ pub fn httpd(text: &str, file: &str, out: &mut Mounts) -> Result<(), ImportError
                 )),
                 _ => out.notes.push(format!("{source}: {trimmed}: not a number of bytes, left out")),
             },
+            "documentroot" | "serverroot" => {
+                let Some(value) = args.first() else {
+                    out.notes.push(format!("{source}: {trimmed}: no directory, left out"));
+                    continue;
+                };
+                let said = Some(Said {
+                    value: value.clone(),
+                    source: source.clone(),
+                });
+                match (directive.as_str(), vhost) {
+                    ("serverroot", _) => out.server_root = said,
+                    (_, Some(v)) => out.vhosts[v].document_root = said,
+                    (_, None) => out.document_root = said,
+                }
+            }
+            "alias" | "aliasmatch" | "scriptalias" | "scriptaliasmatch" => out
+                .notes
+                .push(super::docroot::alias(&source, &w[0], args)),
+            "directoryindex" => out.notes.push(super::docroot::index(&source, args)),
             "include" | "includeoptional" => out.notes.push(format!(
                 "{source}: {trimmed}: not followed; give that file with another --jkmount-from"
             )),

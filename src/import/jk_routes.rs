@@ -2,6 +2,8 @@
 //! commented out, when a `<VirtualHost>` spoke TLS.
 
 use super::doc::{scalar_str, Doc, Listener, Route};
+use super::docroot::{DocumentRoot, APACHE};
+use super::jk_docroot;
 use super::jk_model::Target;
 use super::jk_mounts::{Mount, Mounts};
 use super::routes;
@@ -114,8 +116,14 @@ fn kept(mounts: &Mounts, notes: &mut Vec<String>) -> Vec<Mount> {
 }
 
 /// Adds the listeners, with a route for each mount, to `doc`; `default`: the cluster of a
-/// listener that no mount sends anything to.
-pub fn listeners(doc: &mut Doc, mounts: &Mounts, targets: &HashMap<String, Target>, default: &str) {
+/// listener that no mount sends anything to; `root`: `--document-root`.
+pub fn listeners(
+    doc: &mut Doc,
+    mounts: &Mounts,
+    targets: &HashMap<String, Target>,
+    default: &str,
+    root: Option<&DocumentRoot>,
+) {
     let mut ls = vec![
         Listener {
             name: "web".into(),
@@ -205,15 +213,13 @@ pub fn listeners(doc: &mut Doc, mounts: &Mounts, targets: &HashMap<String, Targe
             ));
         }
     }
-    routes::finish(
-        &mut ls[WEB],
-        default,
-        "Apache served them from its DocumentRoot",
-    );
+    let web_root = jk_docroot::root(mounts, false, root, &mut ls[WEB].notes);
+    routes::finish(&mut ls[WEB], default, web_root.as_ref(), &APACHE);
     let tls_vhosts: Vec<_> = mounts.vhosts.iter().filter(|v| v.tls).collect();
     if let Some(v) = tls_vhosts.first() {
         let https = &mut ls[HTTPS];
-        routes::finish(https, default, "Apache served them from its DocumentRoot");
+        let https_root = jk_docroot::root(mounts, true, root, &mut https.notes);
+        routes::finish(https, default, https_root.as_ref(), &APACHE);
         https.notes.push(format!(
             "REVIEW: the https listener is commented out: uncomment it once tls.cert and tls.key name PEM files tether can read (from <VirtualHost {}> at {})",
             v.address, v.source

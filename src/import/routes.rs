@@ -2,6 +2,7 @@
 //! exclusion that excludes nothing, each left-out rule said in a comment.
 
 use super::doc::{Listener, Route};
+use super::docroot::{self, DocumentRoot, WebServer};
 
 fn active(r: &Route) -> bool {
     !r.disabled
@@ -110,18 +111,18 @@ pub fn mounted(l: &Listener) -> Vec<String> {
     out
 }
 
-/// A listener without enabled routes gets `default` as its cluster; with routes, says
-/// that the other requests get 404 (`before`: who answered them before).
-pub fn finish(l: &mut Listener, default: &str, before: &str) {
+/// A listener without enabled routes gets `default` as its cluster; with routes, the
+/// requests they decline are answered from `root` as `server` answered them, or get 404
+/// (said).
+pub fn finish(l: &mut Listener, default: &str, root: Option<&DocumentRoot>, server: &WebServer) {
     if mounted(l).is_empty() {
         l.cluster = Some(default.to_string());
         l.notes.push(format!(
             "REVIEW: no route sends anything to a cluster here: every request goes to `{default}`"
         ));
+        docroot::unused(l, root);
     } else {
-        l.notes.push(format!(
-            "requests no route matches get 404 ({before}); add `cluster: NAME` to send them to a cluster"
-        ));
+        docroot::serve(l, root, server);
     }
 }
 

@@ -2,6 +2,7 @@
 //! `Route` (VirtualHostGroup × UriGroup → ServerCluster) one route per virtual host and URI.
 
 use super::doc::{Doc, Listener, Route, Value};
+use super::docroot::{DocumentRoot, IHS};
 use super::names::Namer;
 use super::routes;
 use super::ws_cluster::{self, line, required, said};
@@ -102,8 +103,13 @@ fn find<'a, T>(
         })
 }
 
-/// Converts the text of a plugin-cfg.xml (`file` for messages).
-pub fn convert(text: &str, file: &str) -> Result<Doc, ImportError> {
+/// Converts the text of a plugin-cfg.xml (`file` for messages); `document_root`: the web server's
+/// document root (`--document-root`), which answered what no `Uri` matched.
+pub fn convert(
+    text: &str,
+    file: &str,
+    document_root: Option<&DocumentRoot>,
+) -> Result<Doc, ImportError> {
     let xml = roxmltree::Document::parse(text).map_err(|e| {
         ImportError::at(
             file,
@@ -313,14 +319,10 @@ pub fn convert(text: &str, file: &str) -> Result<Doc, ImportError> {
         }
     }
     let default = names[0].1.clone();
-    routes::finish(
-        &mut ls[WEB],
-        &default,
-        "the plug-in left them to the web server",
-    );
+    routes::finish(&mut ls[WEB], &default, document_root, &IHS);
     if tls_vhost {
         let https = &mut ls[HTTPS];
-        routes::finish(https, &default, "the plug-in left them to the web server");
+        routes::finish(https, &default, document_root, &IHS);
         https.notes.push(
             "REVIEW: the https listener (virtual hosts on port 443) is commented out: uncomment it once tls.cert and tls.key name PEM files. IHS's KeyFile is a CMS .kdb: gskcapicmd -cert -export -db key.kdb -stashed -label LABEL -target site.p12 -target_type pkcs12, then openssl pkcs12 -in site.p12 -nokeys -out site.crt and -nocerts -nodes -out site.key".into(),
         );
