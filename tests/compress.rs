@@ -155,9 +155,15 @@ fn curl(args: &[&str], url: &str) -> (u16, HashMap<String, String>, Vec<u8>) {
 }
 
 fn start(server: std::net::SocketAddr) -> Tether {
+    start_with(server, "    h2c: true\n    compress: {}\n")
+}
+
+/// tether in front of `server`, with `listener` (its `compress:` among it) and a route of
+/// its own for `/json`.
+fn start_with(server: std::net::SocketAddr, listener: &str) -> Tether {
     Tether::start_with(Opts {
         cluster: format!("    servers:\n      - {{ name: a, address: \"{server}\", route: a }}\n"),
-        listener_extra: "    h2c: true\n    compress: {}\n    routes:\n      - { path: \"/json\", cluster: shop, compress: { types: [application/json], br: 0, zstd: 0, gzip: 1 } }\n".into(),
+        listener_extra: format!("{listener}    routes:\n      - {{ path: \"/json\", cluster: shop, compress: {{ types: [application/json], br: 0, zstd: 0, gzip: 1 }} }}\n"),
         ..Opts::default()
     })
 }
@@ -307,5 +313,52 @@ async fn a_browser_decodes_what_tether_compressed() {
         fields.get("content-encoding").map(String::as_str),
         Some("br")
     );
+    // With brotli off, Chromium gets zstd, and decodes it.
+    let zstd = start_with(server, "    compress: { br: 0 }\n");
+    c.goto(&format!("http://{}/page", zstd.addr)).await.unwrap();
+    let got = common::webdriver::js(
+        &c,
+        "const n = performance.getEntriesByType('navigation')[0]; \
+         return [document.getElementById('end').textContent, n.encodedBodySize, n.decodedBodySize];",
+    )
+    .await;
+    assert_eq!(got[0].as_str().unwrap(), text, "the page after zstd");
+    assert!(got[1].as_u64().unwrap() * 3 < got[2].as_u64().unwrap());
+    let (_, fields, _) = curl(
+        &["-H", "Accept-Encoding: gzip, deflate, br, zstd"],
+        &format!("http://{}/page", zstd.addr),
+    );
+    assert_eq!(
+        fields.get("content-encoding").map(String::as_str),
+        Some("zstd")
+    );
     c.close().await.unwrap();
+}
+
+/// Over TLS too, on HTTP/1.1 and HTTP/2 (ALPN).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_on_http1_and_http2() {
+    let server = server().await;
+    let dir = common::scratch_dir("compress-tls");
+    let pki = common::pki::Pki::new(&dir.join("pki"));
+    let t = start_with(
+        server,
+        &format!("{}    compress: {{}}\n", pki.listener_tls()),
+    );
+    let url = format!("https://localhost:{}/chunked", t.addr.port());
+    let ca = pki.path("ca.pem");
+    for version in ["--http1.1", "--http2"] {
+        let (status, fields, _) = curl(
+            &["--cacert", &ca, version, "-H", "Accept-Encoding: gzip"],
+            &url,
+        );
+        assert_eq!(status, 200);
+        assert_eq!(
+            fields.get("content-encoding").map(String::as_str),
+            Some("gzip"),
+            "{version}"
+        );
+        let (_, _, decoded) = curl(&["--cacert", &ca, version, "--compressed"], &url);
+        assert!(decoded == page().into_bytes(), "{version}");
+    }
 }
