@@ -1,4 +1,4 @@
-//! What per-client limits cost a request (issue 23): the request-rate check and the
+//! What per-client limits cost a request: the request-rate check and the
 //! connection count of one client, on a window sized for 100,000 clients that already
 //! holds 100,000, and the same on a listener without limits.
 

@@ -1,4 +1,4 @@
-//! What counting live sessions costs a request (issue 26, goal under 50 ns): the routing
+//! What counting live sessions costs a request (goal under 50 ns): the routing
 //! decision of a request carrying one of 10,000 or a million live sessions, with the
 //! cluster's session table on (`decide_keyed` and `track` at the response) and off
 //! (`session_table_max: 0`, `decide_with`), and in a fleet (the per-minute sketch too);

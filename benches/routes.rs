@@ -1,4 +1,4 @@
-//! The cost of finding a request's route among 1,000 host/path routes (issue 15): exact
+//! The cost of finding a request's route among 1,000 host/path routes: exact
 //! paths (a hash look-up), wildcard paths deep in the precedence order, and a miss.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};

@@ -1,4 +1,4 @@
-//! Experiment of issue 17: how cheap can an HTTP/1.1 → HTTP/1.1 proxy be on Pingora's
+//! An experiment: how cheap can an HTTP/1.1 → HTTP/1.1 proxy be on Pingora's
 //! public API *below* `pingora-proxy`? This is the lean path's upper bound: it does what
 //! `bare_pingora` does (round robin over the upstreams, optionally `X-Forwarded-*` and
 //! tether's upstream timeouts) with its own connection loop on `pingora-core`'s HTTP/1

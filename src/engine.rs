@@ -1,4 +1,4 @@
-//! tether's own HTTP/1 engine (issue 24; the default for HTTP/1, `listeners[].http1: proxy`
+//! tether's own HTTP/1 engine (the default for HTTP/1, `listeners[].http1: proxy`
 //! opts out; `docs/DESIGN.md` section 10): the listener's HTTP/1 connections served on buffers
 //! allocated once per connection, with the request head indexed in place
 //! (`crate::http1`), the proxy core's steps run over that view (`crate::proxy`), the

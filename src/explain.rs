@@ -1,4 +1,4 @@
-//! "Why this server" (issue 26, item 6): what tether would do with a request, and why, as
+//! "Why this server": what tether would do with a request, and why, as
 //! JSON. The admin API's `POST /explain` asks the running process (live states, health,
 //! live sessions, partition tables); `tether explain -c FILE` asks a config file (every
 //! server up), to review a change before it ships. Nothing is claimed or counted: the

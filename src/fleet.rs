@@ -1,4 +1,4 @@
-//! Fleet state (issue 16): several tether instances share WebSphere partition tables and
+//! Fleet state: several tether instances share WebSphere partition tables and
 //! operators' server changes through Redis (or Valkey), and hint each other about servers
 //! their health checks marked down.
 //!

@@ -1,4 +1,4 @@
-//! HTTP/1 syntax for tether's own engine (issue 24): a request head indexed in the read
+//! HTTP/1 syntax for tether's own engine: a request head indexed in the read
 //! buffer, the framing policy of a request's body, the chunked coding, the fields
 //! `Connection` nominates, and a target's absolute form. Pure: no
 //! sockets, no Pingora, nothing of tether above it; `docs/DESIGN.md` section 10.

@@ -1,4 +1,4 @@
-//! Per-client limits (`client_limits`, issue 23, item 3) over a real tether: a client over
+//! Per-client limits (`client_limits`) over a real tether: a client over
 //! its request rate is answered 429 with `Retry-After` while another is served; a
 //! connection flood from one address is capped while other addresses connect; allowed
 //! networks are not limited; the PROXY protocol's client is the one counted; refusals are

@@ -1,4 +1,4 @@
-//! The configuration reference cannot rot (issue 29): every field the parser accepts is in
+//! The configuration reference cannot rot: every field the parser accepts is in
 //! `docs/configuration.md`, and the chapter names no field the parser does not know.
 //!
 //! The parser says itself what it accepts: a field it does not know is refused with the

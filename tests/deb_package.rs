@@ -1,4 +1,4 @@
-//! The Debian package (issue 29), as an operator meets it: `packaging/deb/build --dev`
+//! The Debian package, as an operator meets it: `packaging/deb/build --dev`
 //! makes it, `dpkg -i` installs it on this machine, the installed `tether -t` accepts the
 //! installed `/etc/tether/tether.yaml`, the service's user exists, `dpkg -r` removes the
 //! program and keeps the (edited) config, `dpkg -P` removes the config too.

@@ -1,4 +1,4 @@
-//! The manual holds together (issue 29): every chapter `docs/SUMMARY.md` lists exists and
+//! The manual holds together: every chapter `docs/SUMMARY.md` lists exists and
 //! every chapter in `docs/` is listed, so `mdbook build docs` would render all of it; and
 //! every relative link in the README and the chapters leads to a file that exists and,
 //! when it names a heading (`file.md#anchor`), to a heading of that file.

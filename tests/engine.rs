@@ -1,4 +1,4 @@
-//! tether's own HTTP/1 engine (`http1: engine`, the default; issue 24) over real sockets: what it
+//! tether's own HTTP/1 engine (`http1: engine`, the default) over real sockets: what it
 //! serves itself (counted as `engine`), what it hands to pingora-proxy (counted as
 //! `handover`), and what the server and the client see either way: the head tether sends,
 //! kept server connections, pipelined requests, chunked and close-delimited answers, HTTP/1.0

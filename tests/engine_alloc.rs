@@ -1,5 +1,5 @@
 //! tether's HTTP/1 engine makes no heap allocation per request on a kept-alive connection
-//! in the steady state (issue 24), plain and over TLS: the engine serves a real connection
+//! in the steady state, plain and over TLS: the engine serves a real connection
 //! over loopback, in this process, with a counting global allocator that counts the
 //! engine's thread only (the client and the server run on threads of their own). Rust's
 //! allocator is what is counted: BoringSSL's own buffers come from C's `malloc`.

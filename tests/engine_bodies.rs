@@ -1,4 +1,4 @@
-//! Request bodies on tether's own HTTP/1 engine (issue 24): a body larger than the
+//! Request bodies on tether's own HTTP/1 engine: a body larger than the
 //! listener's `request_buffer`, or chunked, is read in part before a server is chosen and
 //! streams to the server after it, on the engine (counted as `engine`, none handed over).
 //! What the server gets (every byte, in chunks tether framed itself), what happens when

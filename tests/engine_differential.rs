@@ -1,4 +1,4 @@
-//! The differential test of the two HTTP/1 engines (issue 24): the same request streams,
+//! The differential test of the two HTTP/1 engines: the same request streams,
 //! valid and hostile, each as one write and split at every byte, go to a tether on
 //! pingora-proxy (`http1: proxy`) and to one on tether's engine (`http1: engine`), each in
 //! front of a recording server. Both must answer with the same statuses and forward the

@@ -1,5 +1,5 @@
 //! A kept-alive connection that waits past the engine's grace (a second) gives its buffers
-//! and its request's future back (issue 24, memory per idle connection). Over TLS it waits
+//! and its request's future back (memory per idle connection). Over TLS it waits
 //! in a small future of its own, and its next request must still come through that wait
 //! whole: BoringSSL hands the wait's first read a record's bytes and keeps the rest. On
 //! plain TCP its task ends and its socket is parked in the listener's accept loop

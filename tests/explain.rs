@@ -1,4 +1,4 @@
-//! "Why this server" (issue 26, item 6): `POST /explain` against a running tether (live
+//! "Why this server": `POST /explain` against a running tether (live
 //! states and sessions) and `tether explain -c FILE` against a config file.
 
 mod common;

@@ -1,5 +1,5 @@
 //! Several tether instances sharing partition tables and operators' changes through a real
-//! Redis (issue 16). A client sends each request of a session to the next instance in
+//! Redis. A client sends each request of a session to the next instance in
 //! turn, as an L4 balancer in front of the fleet would.
 
 mod common;

@@ -1,4 +1,4 @@
-//! A fleet's Redis failing in every way an operator meets (issue 16): down at start, dying
+//! A fleet's Redis failing in every way an operator meets: down at start, dying
 //! under load, restarted empty, stalled, slow, and garbage under tether's keys. In every
 //! case no client request fails or waits on Redis, and the fleet converges once it is back.
 

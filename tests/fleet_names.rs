@@ -1,4 +1,4 @@
-//! Fleet instances' names (issue 22, item 1): instances left with the default name on one
+//! Fleet instances' names: instances left with the default name on one
 //! host are distinct members that apply each other's changes, and two processes that do
 //! share a name say so, and still apply each other's changes.
 

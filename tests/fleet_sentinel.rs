@@ -1,4 +1,4 @@
-//! A fleet on a Sentinel-managed Redis (issue 16): the master dies, Sentinel promotes its
+//! A fleet on a Sentinel-managed Redis: the master dies, Sentinel promotes its
 //! replica, and the instances follow it without a failed request.
 
 mod common;

@@ -1,4 +1,4 @@
-//! A fleet's live sessions (issue 26): each instance counts what it served; the fleet's
+//! A fleet's live sessions: each instance counts what it served; the fleet's
 //! count, merged through a real Redis as HyperLogLogs, counts every instance's sessions,
 //! a session served by two instances once; and `drain_rescue` balances a stale cookie of a
 //! draining server only when no instance holds its session.

@@ -1,4 +1,4 @@
-//! Request bodies larger than the part tether reads before connecting (issue 22.3): the
+//! Request bodies larger than the part tether reads before connecting: the
 //! first 60 KiB of large and chunked bodies are read first, with the connection's reads
 //! capped so that Pingora's retry buffer never overflows; every byte must still arrive, in
 //! order, whatever the chunking. (Its own binary: the load of a megabyte upload beside

@@ -1,4 +1,4 @@
-//! Layers that only look down (issue 29): no two modules of a crate import each other,
+//! Layers that only look down: no two modules of a crate import each other,
 //! directly or round a ring. Each file's imports (`crate::`, `super::`, `self::` paths and
 //! the child modules it declares) are lifted to the two sibling modules under the files'
 //! lowest common module; a module importing its own parent or child is one idea and does

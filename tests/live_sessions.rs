@@ -1,4 +1,4 @@
-//! Live sessions per server (issue 26, item 1): counted from the servers' `Set-Cookie` and
+//! Live sessions per server: counted from the servers' `Set-Cookie` and
 //! the requests that carry a session, until `session_timeout` after the last request, in
 //! `GET /status` and the metrics, on both HTTP/1 paths.
 

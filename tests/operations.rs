@@ -140,7 +140,7 @@ async fn daemon_and_upgrade_keep_the_access_log_and_the_pid_file_goes_with_the_p
     assert!(text.contains("jsessionid=***.tc1"), "{text}");
 
     let old = tether::upgrade::read_pid(&pid_file).unwrap();
-    // The daemon's own process metrics (issue 22, item 2: none were exported after -d).
+    // The daemon's own process metrics (none were exported after -d).
     let daemon_started = process_metrics(metrics, old).await;
     // An upgrade to a config with a listener on a taken address fails before anything
     // changes, with one line; the running process keeps serving.

@@ -1,4 +1,4 @@
-//! Ejection that keeps sessions (issue 26, item 4): a server that answers 5xx in a row
+//! Ejection that keeps sessions: a server that answers 5xx in a row
 //! takes no new sessions while its own still reach it; if they keep failing it is marked
 //! down and they fail over; the ejection ends, and never ejects more than allowed.
 

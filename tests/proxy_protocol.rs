@@ -1,4 +1,4 @@
-//! The PROXY protocol (issue 23, item 1) from real senders: HAProxy in TCP mode with
+//! The PROXY protocol from real senders: HAProxy in TCP mode with
 //! `send-proxy` (v1) and `send-proxy-v2`, and nginx's `stream` module with
 //! `proxy_protocol on`, in front of tether. The server behind tether and
 //! the access log see the real client (a distinct loopback address); a connection without

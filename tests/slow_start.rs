@@ -1,4 +1,4 @@
-//! Slow start (issue 26, item 3): a server that comes back gets a share of new sessions
+//! Slow start: a server that comes back gets a share of new sessions
 //! that ramps from 10 % of its weight to all of it; its sessions are not affected.
 
 mod common;

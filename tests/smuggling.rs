@@ -1,4 +1,4 @@
-//! Request framing that another hop could read differently (issue 22, item 4): a request
+//! Request framing that another hop could read differently: a request
 //! with both `Content-Length` and `Transfer-Encoding`, codings that do not end in
 //! `chunked`, `Transfer-Encoding` on HTTP/1.0. Each is answered 400 and the connection
 //! closed, so bytes a front end counted as its body never become a request here. The raw

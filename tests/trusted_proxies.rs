@@ -1,4 +1,4 @@
-//! `trusted_proxies` (issue 23, item 2): behind a CDN or a load balancer that sends
+//! `trusted_proxies`: behind a CDN or a load balancer that sends
 //! `X-Forwarded-For`, the client is the right-most address that is not a trusted proxy,
 //! for `$WSRA` and the access log; from anyone else the header names nobody. Clients are
 //! distinct loopback addresses (127.0.0.2 the proxy, 127.0.0.3 a stranger).

@@ -1,4 +1,4 @@
-//! Fleet sync lag against the rate partitions are learned at (issue 16), for `bench/fleet`.
+//! Fleet sync lag against the rate partitions are learned at, for `bench/fleet`.
 //!
 //! Two modes of one program:
 //!

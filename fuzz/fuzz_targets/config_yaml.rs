@@ -1,5 +1,5 @@
 #![no_main]
-//! `config_yaml` (issue 28): the property `tests/fuzz_props/mod.rs` states for it, coverage-guided;
+//! `config_yaml`: the property `tests/fuzz_props/mod.rs` states for it, coverage-guided;
 //! `cargo test --test fuzz_corpus` replays its seeds in `tests/corpus/config_yaml/`.
 
 use libfuzzer_sys::fuzz_target;

@@ -1,5 +1,5 @@
 #![no_main]
-//! The differential of tether's two HTTP/1 request parsers (issue 24), coverage-guided:
+//! The differential of tether's two HTTP/1 request parsers, coverage-guided:
 //! every input is read by tether's engine and by pingora-core's session with tether's
 //! checks (`tests/http1_diff/`, the harness `cargo test --test http1_differential` replays
 //! on `tests/corpus/http1/`), and a difference that is not on purpose is a finding.

@@ -1,5 +1,5 @@
 #![no_main]
-//! `jk_import` (issue 28): the property `tests/fuzz_props/mod.rs` states for it, coverage-guided;
+//! `jk_import`: the property `tests/fuzz_props/mod.rs` states for it, coverage-guided;
 //! `cargo test --test fuzz_corpus` replays its seeds in `tests/corpus/jk_import/`.
 
 use libfuzzer_sys::fuzz_target;

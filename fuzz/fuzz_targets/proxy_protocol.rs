@@ -1,5 +1,5 @@
 #![no_main]
-//! `proxy_protocol` (issue 28): the property `tests/fuzz_props/mod.rs` states for it, coverage-guided;
+//! `proxy_protocol`: the property `tests/fuzz_props/mod.rs` states for it, coverage-guided;
 //! `cargo test --test fuzz_corpus` replays its seeds in `tests/corpus/proxy_protocol/`.
 
 use libfuzzer_sys::fuzz_target;

@@ -1,5 +1,5 @@
 #![no_main]
-//! `route_glob` (issue 28): the property `tests/fuzz_props/mod.rs` states for it, coverage-guided;
+//! `route_glob`: the property `tests/fuzz_props/mod.rs` states for it, coverage-guided;
 //! `cargo test --test fuzz_corpus` replays its seeds in `tests/corpus/route_glob/`.
 
 use libfuzzer_sys::fuzz_target;

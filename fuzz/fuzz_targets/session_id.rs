@@ -1,5 +1,5 @@
 #![no_main]
-//! `session_id` (issue 28): the property `tests/fuzz_props/mod.rs` states for it, coverage-guided;
+//! `session_id`: the property `tests/fuzz_props/mod.rs` states for it, coverage-guided;
 //! `cargo test --test fuzz_corpus` replays its seeds in `tests/corpus/session_id/`.
 
 use libfuzzer_sys::fuzz_target;

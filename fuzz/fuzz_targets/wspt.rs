@@ -1,5 +1,5 @@
 #![no_main]
-//! `wspt` (issue 28): the property `tests/fuzz_props/mod.rs` states for it, coverage-guided;
+//! `wspt`: the property `tests/fuzz_props/mod.rs` states for it, coverage-guided;
 //! `cargo test --test fuzz_corpus` replays its seeds in `tests/corpus/wspt/`.
 
 use libfuzzer_sys::fuzz_target;

@@ -35,8 +35,8 @@ pub struct Config {
     pub clusters: Vec<Cluster>,
     /// The admin API; off when absent.
     pub admin: Option<Admin>,
-    /// Address of the Prometheus `/metrics` listener; off when absent.
-    pub metrics: Option<SocketAddr>,
+    /// The Prometheus `/metrics` listener; off when absent.
+    pub metrics: Option<Metrics>,
     /// The access log; off when absent.
     pub access_log: Option<AccessLogSettings>,
     /// Reload when the config file changes, looking this often; off when absent.
@@ -81,6 +81,31 @@ pub struct Admin {
     /// Allow an admin API without a token on a non-loopback address (default false: such a
     /// config is refused, since anyone who reaches the address could stop every server).
     pub allow_unauthenticated: bool,
+    /// HTTPS instead of plain HTTP (default none: plain). Fixed until a binary upgrade,
+    /// as the listener is.
+    pub tls: Option<ServiceTls>,
+}
+
+/// The Prometheus listener (`metrics:`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Metrics {
+    pub address: SocketAddr,
+    /// HTTPS instead of plain HTTP (default none: plain).
+    pub tls: Option<ServiceTls>,
+}
+
+/// TLS of a listener of tether's own (`admin.tls`, `metrics.tls`): one certificate, TLS
+/// 1.2 and 1.3 with Mozilla's intermediate ciphers, HTTP/1.1. Checked when the config is
+/// loaded, loaded again when the listener starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServiceTls {
+    /// Certificate chain, leaf first (PEM).
+    pub cert: PathBuf,
+    /// Its private key (PEM).
+    pub key: PathBuf,
+    /// CA bundle (PEM): when set, a client must show a certificate it issued (default
+    /// none: no client certificate asked for).
+    pub client_ca: Option<PathBuf>,
 }
 
 /// What an admin API token may do; each role may do what the ones before it may.
@@ -279,7 +304,7 @@ pub struct Cluster {
     pub private_headers: bool,
     /// WebSphere: most partitions the partition table holds.
     pub partition_table_max: usize,
-    /// A session is live until this long after its last request (issue 26).
+    /// A session is live until this long after its last request.
     pub session_timeout: Duration,
     /// The most live sessions counted exactly (0: not counted).
     pub session_table_max: usize,

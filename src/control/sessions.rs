@@ -1,4 +1,4 @@
-//! A server's live sessions for the admin API (issue 26): what `GET .../sessions` shows
+//! A server's live sessions for the admin API: what `GET .../sessions` shows
 //! and what a drain that waits watches, read by a scan of its cluster's session table.
 
 use super::{Control, ControlError};

@@ -1,4 +1,4 @@
-//! `drain_rescue` in a fleet (issue 26): what every instance knows of the sessions live on
+//! `drain_rescue` in a fleet: what every instance knows of the sessions live on
 //! a draining server, shared through Redis, so that a stale cookie is balanced as a new
 //! session only when no instance holds it live.
 //!

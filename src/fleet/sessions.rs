@@ -1,4 +1,4 @@
-//! The fleet's live sessions (issue 26): every second the sync task merges this instance's
+//! The fleet's live sessions: every second the sync task merges this instance's
 //! sketches of the sessions each server served (the current and the previous minute, those
 //! that changed) into the fleet's HyperLogLogs in Redis, and counts each server's live
 //! sessions over the minutes of its cluster's `session_timeout` with `PFCOUNT`.

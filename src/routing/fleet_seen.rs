@@ -1,5 +1,5 @@
 //! What a fleet knows of the sessions live on its draining servers, for `drain_rescue` in
-//! a fleet (issue 26): each instance publishes, per server, a Bloom filter of the session
+//! a fleet: each instance publishes, per server, a Bloom filter of the session
 //! fingerprints its session table holds live there; an instance rescues a stale cookie of
 //! a draining server only when no instance's filter (its own table included) holds it.
 //!

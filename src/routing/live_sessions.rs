@@ -1,4 +1,4 @@
-//! Live sessions of one cluster (issue 26): an exact table of hashed session ids, each with
+//! Live sessions of one cluster: an exact table of hashed session ids, each with
 //! the server it was last served by and when, lock-free on the request path.
 //!
 //! A session is live from the response that created it, or the first request seen carrying

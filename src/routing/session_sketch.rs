@@ -1,4 +1,4 @@
-//! A fleet's live sessions (issue 26): each instance keeps, per server and wall-clock
+//! A fleet's live sessions: each instance keeps, per server and wall-clock
 //! minute, a HyperLogLog of the sessions it served, in the register layout of Redis's own
 //! (16,384 six-bit registers); the fleet task merges them into Redis (`PFMERGE` of a dense
 //! `HYLL` string) and counts the fleet's live sessions with `PFCOUNT` over the minutes of a

@@ -1,4 +1,4 @@
-//! What each fuzz target checks (issue 28): one function per parser of hostile input, which
+//! What each fuzz target checks: one function per parser of hostile input, which
 //! takes any bytes and panics when the parser breaks a property (a crash is a panic too).
 //! `cargo test --test fuzz_corpus` replays the seed corpus in `tests/corpus/<target>/`
 //! through them, so CI runs every seed; `fuzz/fuzz_targets/` runs them under libFuzzer

@@ -1,4 +1,4 @@
-//! The harness of the HTTP/1 differential (issue 24), shared by its test
+//! The harness of the HTTP/1 differential, shared by its test
 //! (`tests/http1_differential.rs`, which replays `tests/corpus/http1/` and seeded
 //! mutations of it) and its coverage-guided fuzz target (`fuzz/`, `bench/fuzz`): the
 //! first request of a stream as tether's engine reads it (`tether::http1`) and as

@@ -1,4 +1,4 @@
-//! The soak (issue 28): a two-instance fleet on one Redis in front of simulated Tomcat and
+//! The soak: a two-instance fleet on one Redis in front of simulated Tomcat and
 //! WebSphere clusters, under steady load of sticky sessions over HTTP/1.1, TLS and HTTP/2,
 //! with a fault from a rotation every period; every answer checked (status, the session's
 //! server, the session kept, `$WSFO` only on failover, no new session on a draining

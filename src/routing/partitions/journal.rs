@@ -1,4 +1,4 @@
-//! The changes `$WSPT` made to a partition table, kept for a fleet to publish (issue 16).
+//! The changes `$WSPT` made to a partition table, kept for a fleet to publish.
 //!
 //! Off by default: a table whose cluster is not shared never records anything. Writers
 //! already hold the table's lock when they change it (learning is rare), so recording is a

@@ -1,4 +1,4 @@
-//! Ejection that keeps sessions (issue 26, item 4): a server whose answers are 5xx
+//! Ejection that keeps sessions: a server whose answers are 5xx
 //! `consecutive_5xx` times in a row takes no new session for a while, longer each time it
 //! happens again; its own sessions still reach it (mod_jk's error state, Envoy's and
 //! HAProxy's ejections drop them all at once). If they keep failing while it is ejected,

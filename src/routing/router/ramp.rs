@@ -1,4 +1,4 @@
-//! Slow start (issue 26, item 3): a server that came back (health recovered, activated,
+//! Slow start: a server that came back (health recovered, activated,
 //! added by a reload) gets a share of new sessions that ramps from 10 % of its weight to all
 //! of it over `slow_start`, so a cold JVM is not handed a full share at once. Its own
 //! sessions are not affected: only the balancing of new sessions admits it by chance.

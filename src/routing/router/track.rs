@@ -1,4 +1,4 @@
-//! A cluster's live sessions (issue 26), kept by the router: the key of the session a
+//! A cluster's live sessions, kept by the router: the key of the session a
 //! request went by, found by the decision's own walk, and what the server's response says
 //! (its `Set-Cookie` of the session cookie), recorded against the server that answered.
 
