@@ -15,8 +15,8 @@ pub fn addresses(config: &Config) -> Vec<(String, SocketAddr)> {
     if let Some(a) = &config.admin {
         out.push(("the admin API".into(), a.address));
     }
-    if let Some(m) = config.metrics {
-        out.push(("the metrics listener".into(), m));
+    if let Some(m) = &config.metrics {
+        out.push(("the metrics listener".into(), m.address));
     }
     out
 }

@@ -2,7 +2,7 @@
 
 use crate::access_log::AccessLog;
 use crate::admin::AdminApp;
-use crate::config::{Config, Http1Path, Http2Path, ServerSettings};
+use crate::config::{Config, Http1Path, Http2Path, ServerSettings, ServiceTls};
 use crate::control::Control;
 use crate::health::HealthChecker;
 use crate::listener::accept_loop::AcceptLoop;
@@ -15,6 +15,7 @@ use crate::reload::Reloader;
 use crate::snapshot::{SharedSnapshot, Snapshot};
 use arc_swap::ArcSwap;
 use pingora_core::connectors::ConnectorOptions;
+use pingora_core::listeners::tls::TlsSettings;
 use pingora_core::listeners::ListenerConfig;
 use pingora_core::protocols::l4::stream::L4BufferSettings;
 use pingora_core::server::configuration::{Opt, ServerConf};
@@ -146,10 +147,13 @@ pub fn build_server(
     metrics::init(LiveCollector::new(snapshot.clone()));
     // Said once the services start: after daemonizing, so into the daemon's log file.
     let mut announce = Vec::new();
-    if let Some(address) = config.metrics {
+    if let Some(m) = &config.metrics {
         let mut service = pingora_prometheus::prometheus_http_service();
-        service.add_tcp(&address.to_string());
-        announce.push(format!("metrics listening on {address} (/metrics)"));
+        let scheme = own_listener(&mut service, m.address, m.tls.as_ref(), "metrics")?;
+        announce.push(format!(
+            "metrics listening on {} ({scheme}, /metrics)",
+            m.address
+        ));
         server.add_service(service);
     }
     let access_log = match &config.access_log {
@@ -280,8 +284,11 @@ pub fn build_server(
             "tether admin".to_string(),
             AdminApp::new(control.clone(), &admin),
         );
-        service.add_tcp(&admin.address.to_string());
-        announce.push(format!("admin API listening on {}", admin.address));
+        let scheme = own_listener(&mut service, admin.address, admin.tls.as_ref(), "admin")?;
+        announce.push(format!(
+            "admin API listening on {} ({scheme})",
+            admin.address
+        ));
         server.add_service(service);
     }
     server.add_service(background_service("announce", Announce(announce)));
@@ -298,6 +305,25 @@ pub fn build_server(
         server.add_service(background_service("config reload", reloader));
     }
     Ok((server, control))
+}
+
+/// Listens on `address` for one of tether's own services (the admin API, `/metrics`), over
+/// TLS when `tls` is set, with Pingora's handshake; "https" or "http", for the start-up
+/// line. The certificate is loaded again here (the config only checked it): a file that
+/// changed since fails the start, naming `{section}.tls`.
+fn own_listener<A>(
+    service: &mut Service<A>,
+    address: std::net::SocketAddr,
+    tls: Option<&ServiceTls>,
+    section: &str,
+) -> Result<&'static str, String> {
+    let Some(tls) = tls else {
+        service.add_tcp(&address.to_string());
+        return Ok("http");
+    };
+    let settings = crate::tls::build_service(tls).map_err(|e| format!("{section}.tls: {e}"))?;
+    service.add_tls_with_settings(&address.to_string(), None, TlsSettings::from(settings));
+    Ok("https")
 }
 
 /// Logs one line per listening address when the services start.

@@ -10,7 +10,7 @@ pub mod acceptor;
 pub mod conn;
 pub mod upstream;
 
-pub use acceptor::{build_acceptor, Acceptor};
+pub use acceptor::{build_acceptor, build_service, Acceptor};
 pub use conn::ConnTls;
 pub use upstream::{build_upstream, UpstreamTls};
 

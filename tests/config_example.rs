@@ -42,8 +42,12 @@ fn the_example_config_parses_to_what_it_documents() {
             token: None,
             role_tokens: vec![],
             allow_unauthenticated: false,
+            tls: None,
         }),
-        metrics: Some(addr("127.0.0.1:9901")),
+        metrics: Some(Metrics {
+            address: addr("127.0.0.1:9901"),
+            tls: None,
+        }),
         access_log: Some(AccessLogSettings {
             path: "/tmp/tether-access.log".into(),
             mask_session_ids: true,

@@ -1,4 +1,4 @@
-//! Clients too slow to send a body or to read a response (issue 22, item 3): they hold no
+//! Clients too slow to send a body or to read a response: they hold no
 //! application-server connection for long, get 408 (or a reset) soon after the grace, and
 //! an honest client above the minimum rates still gets through.
 

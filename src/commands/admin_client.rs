@@ -1,7 +1,10 @@
 //! A blocking client of the admin API for tether's own commands: the address and token of
-//! a config file, one request per connection, a JSON answer.
+//! a config file, one request per connection, a JSON answer. Over HTTPS when the admin API
+//! has `tls:`, trusting exactly the certificate the config names (the command runs beside
+//! tether, with its config), not a CA.
 
-use crate::config::Config;
+use crate::config::{Config, ServiceTls};
+use boring::ssl::{SslConnector, SslMethod, SslVerifyMode};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
@@ -10,6 +13,7 @@ pub struct AdminClient {
     address: SocketAddr,
     token: Option<String>,
     timeout: Duration,
+    tls: Option<ServiceTls>,
 }
 
 impl AdminClient {
@@ -27,13 +31,57 @@ impl AdminClient {
                 best.map(|(t, _)| t.clone())
             }),
             timeout: Duration::from_secs(10),
+            tls: admin.tls.clone(),
         })
+    }
+
+    /// Writes `head` over `stream` and reads the answer until the server closes.
+    fn exchange(&self, mut stream: impl Read + Write, head: &str) -> Result<Vec<u8>, String> {
+        let fail = |e: std::io::Error| format!("admin API at {}: {e}", self.address);
+        stream.write_all(head.as_bytes()).map_err(fail)?;
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).map_err(fail)?;
+        Ok(answer)
+    }
+
+    /// The TLS session over `stream`, checked to show `tls.cert`'s own certificate.
+    fn handshake(
+        &self,
+        tls: &ServiceTls,
+        stream: TcpStream,
+    ) -> Result<boring::ssl::SslStream<TcpStream>, String> {
+        let fail = |e: String| format!("admin API at {} (https): {e}", self.address);
+        let ours = crate::config::pem::load_certs(&tls.cert, "certificate")
+            .map_err(fail)?
+            .remove(0)
+            .to_der()
+            .map_err(|e| fail(e.to_string()))?;
+        let mut b = SslConnector::builder(SslMethod::tls()).map_err(|e| fail(e.to_string()))?;
+        // Pinned below: the certificate must be the configured one, whoever issued it.
+        b.set_verify(SslVerifyMode::NONE);
+        let mut config = b.build().configure().map_err(|e| fail(e.to_string()))?;
+        config.set_verify_hostname(false);
+        config.set_use_server_name_indication(false);
+        let stream = config
+            .connect("admin", stream)
+            .map_err(|e| fail(format!("TLS handshake: {e}")))?;
+        let theirs = stream
+            .ssl()
+            .peer_certificate()
+            .and_then(|c| c.to_der().ok());
+        if theirs.as_deref() != Some(ours.as_slice()) {
+            return Err(fail(format!(
+                "the server's certificate is not `{}` (admin.tls.cert)",
+                tls.cert.display()
+            )));
+        }
+        Ok(stream)
     }
 
     /// Sends `method path`; the status and the JSON body.
     pub fn call(&self, method: &str, path: &str) -> Result<(u16, serde_json::Value), String> {
         let fail = |e: std::io::Error| format!("admin API at {}: {e}", self.address);
-        let mut stream = TcpStream::connect_timeout(&self.address, self.timeout).map_err(fail)?;
+        let stream = TcpStream::connect_timeout(&self.address, self.timeout).map_err(fail)?;
         stream.set_read_timeout(Some(self.timeout)).map_err(fail)?;
         stream.set_write_timeout(Some(self.timeout)).map_err(fail)?;
         let auth = self
@@ -45,9 +93,10 @@ impl AdminClient {
             "{method} {path} HTTP/1.1\r\nHost: {}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n",
             self.address
         );
-        stream.write_all(head.as_bytes()).map_err(fail)?;
-        let mut answer = Vec::new();
-        stream.read_to_end(&mut answer).map_err(fail)?;
+        let answer = match &self.tls {
+            Some(tls) => self.exchange(self.handshake(tls, stream)?, &head)?,
+            None => self.exchange(stream, &head)?,
+        };
         let text = String::from_utf8_lossy(&answer);
         let (head, body) = text
             .split_once("\r\n\r\n")

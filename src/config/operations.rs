@@ -1,10 +1,14 @@
-//! Validation of the operating sections: the admin API, health checks, `fail_on_status`.
+//! Validation of the operating sections: the admin API and `/metrics` (and their TLS),
+//! health checks, `fail_on_status`.
 
 use super::check::Check;
+use super::error::ConfigError;
 use super::model::{
-    Admin, Cluster, FailOn, HealthCheck, HealthCheckKind, Listener, PluginSpec, Role,
+    Admin, Cluster, FailOn, HealthCheck, HealthCheckKind, Listener, Metrics, PluginSpec, Role,
+    ServiceTls,
 };
-use super::raw::{RawAdmin, RawHealthCheck, RawMetrics};
+use super::pem::load_certs;
+use super::raw::{RawAdmin, RawHealthCheck, RawMetrics, RawServiceTls};
 use serde_yaml::Value;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -77,7 +81,42 @@ pub(super) fn admin(raw: RawAdmin, listeners: &[Listener], check: &mut Check) ->
         token,
         role_tokens,
         allow_unauthenticated,
+        tls: raw.tls.map(|t| service_tls(t, "admin.tls", check)),
     }
+}
+
+/// `admin.tls` or `metrics.tls` at `path`: the files are loaded and checked as a
+/// listener's are (readable, PEM, the key fits, not expired), each error at its field.
+fn service_tls(raw: RawServiceTls, path: &str, check: &mut Check) -> ServiceTls {
+    super::tls::pair(check, path, &raw.cert, &raw.key);
+    if let Some(ca) = &raw.client_ca {
+        if let Err(e) = load_certs(ca.as_ref(), "CA bundle") {
+            check.err(format!("{path}.client_ca"), e);
+        }
+    }
+    ServiceTls {
+        cert: raw.cert.into(),
+        key: raw.key.into(),
+        client_ca: raw.client_ca.map(Into::into),
+    }
+}
+
+/// An admin API off loopback, with tokens but without TLS: each call's token crosses the
+/// network in clear, for anyone on the path to read and use.
+pub(super) fn admin_warnings(admin: &Admin) -> Vec<ConfigError> {
+    let tokens = admin.token.is_some() || !admin.role_tokens.is_empty();
+    if !tokens || admin.tls.is_some() || admin.address.ip().is_loopback() {
+        return Vec::new();
+    }
+    vec![ConfigError::new(
+        "admin.address",
+        format!(
+            "`{}` is not a loopback address and the admin API has no tls: its bearer tokens \
+             cross the network in clear; set admin.tls (cert, key), or bind the admin API to a \
+             loopback address",
+            admin.address
+        ),
+    )]
 }
 
 /// A token file's token (trimmed); an error at `path` when it is empty or unreadable.
@@ -100,7 +139,7 @@ pub(super) fn metrics(
     listeners: &[Listener],
     admin: Option<&Admin>,
     check: &mut Check,
-) -> Option<SocketAddr> {
+) -> Option<Metrics> {
     let Ok(address) = raw.address.parse::<SocketAddr>() else {
         check.err(
             "metrics.address",
@@ -116,7 +155,10 @@ pub(super) fn metrics(
             format!("`{address}` is already a listener's or the admin API's address"),
         );
     }
-    Some(address)
+    Some(Metrics {
+        address,
+        tls: raw.tls.map(|t| service_tls(t, "metrics.tls", check)),
+    })
 }
 
 /// The clusters and servers routing plugins may name.

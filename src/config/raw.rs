@@ -264,6 +264,17 @@ pub struct RawAdmin {
     #[serde(default)]
     pub tokens: Vec<RawRoleToken>,
     pub allow_unauthenticated: Option<bool>,
+    pub tls: Option<RawServiceTls>,
+}
+
+/// `admin.tls` and `metrics.tls`: one certificate, and client certificates when
+/// `client_ca` is given.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServiceTls {
+    pub cert: String,
+    pub key: String,
+    pub client_ca: Option<String>,
 }
 
 /// `admin.tokens[]`: a token file and what its holder may do.
@@ -279,6 +290,7 @@ pub struct RawRoleToken {
 #[serde(deny_unknown_fields)]
 pub struct RawMetrics {
     pub address: String,
+    pub tls: Option<RawServiceTls>,
 }
 
 /// The access log (`access_log:`).

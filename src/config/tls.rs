@@ -13,7 +13,7 @@ use std::path::PathBuf;
 const ALPN: &[&str] = &["h2", "http/1.1"];
 
 /// Checks a cert/key pair, reporting at `{path}.cert` (or `.key` when only the key is bad).
-fn pair(check: &mut Check, path: &str, cert: &str, key: &str) {
+pub(super) fn pair(check: &mut Check, path: &str, cert: &str, key: &str) {
     if let Err(e) = load_certs(cert.as_ref(), "certificate") {
         return check.err(format!("{path}.cert"), e);
     }

@@ -220,6 +220,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
     let admin = raw
         .admin
         .map(|a| operations::admin(a, &listeners, &mut check));
+    warnings.extend(admin.iter().flat_map(operations::admin_warnings));
     let metrics = raw
         .metrics
         .and_then(|m| operations::metrics(m, &listeners, admin.as_ref(), &mut check));

@@ -69,6 +69,10 @@ pub(super) fn fixed_at_start(old: &Config, new: &Config) -> Vec<String> {
     if old.admin.as_ref().map(|a| a.address) != new.admin.as_ref().map(|a| a.address) {
         out.push("admin.address".to_string());
     }
+    // The admin listener is not rebuilt by a reload: it keeps its TLS, or its lack of it.
+    if old.admin.as_ref().map(|a| &a.tls) != new.admin.as_ref().map(|a| &a.tls) {
+        out.push("admin.tls (the admin API keeps the TLS it started with)".to_string());
+    }
     let auth = |c: &Config| {
         c.admin
             .as_ref()
@@ -86,7 +90,7 @@ pub(super) fn fixed_at_start(old: &Config, new: &Config) -> Vec<String> {
         out.push("state_dir".to_string());
     }
     if old.metrics != new.metrics {
-        out.push("metrics.address".to_string());
+        out.push("metrics (address or tls)".to_string());
     }
     if old.access_log != new.access_log {
         out.push("access_log".to_string());

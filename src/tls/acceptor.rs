@@ -2,7 +2,7 @@
 //! SNI, ALPN, the minimum version, ciphers and client certificates.
 
 use crate::config::pem::{load_cert_key, load_certs, CertKey};
-use crate::config::{ClientAuth, ListenerTls, TlsVersion};
+use crate::config::{ClientAuth, ListenerTls, ServiceTls, TlsVersion};
 use boring::ssl::{
     AlpnError, NameType, SniError, SslAcceptor, SslAcceptorBuilder, SslContext, SslMethod,
     SslVerifyMode, SslVersion,
@@ -128,6 +128,32 @@ pub fn build_acceptor(tls: &ListenerTls) -> Result<Acceptor, String> {
         acceptor: b.build(),
         expiry,
     })
+}
+
+/// The acceptor settings of one of tether's own listeners (`admin.tls`, `metrics.tls`),
+/// for Pingora's `TlsSettings`: a listener's defaults (Mozilla intermediate, TLS 1.2 and
+/// 1.3) with one certificate, no ALPN (HTTP/1.1), and client certificates required when
+/// `client_ca` is set.
+pub fn build_service(tls: &ServiceTls) -> Result<SslAcceptorBuilder, String> {
+    let as_listener = ListenerTls {
+        cert: tls.cert.clone(),
+        key: tls.key.clone(),
+        sni: Vec::new(),
+        alpn: Vec::new(),
+        min_version: TlsVersion::V1_2,
+        ciphers: None,
+        client_auth: tls
+            .client_ca
+            .clone()
+            .map(|ca| ClientAuth { ca, required: true }),
+    };
+    let ck = load_cert_key(&tls.cert, &tls.key)?;
+    if let Some(ca) = &tls.client_ca {
+        load_certs(ca, "CA bundle")?;
+    }
+    let mut b = base(&as_listener)?;
+    use_cert(&mut b, &ck)?;
+    Ok(b)
 }
 
 #[cfg(test)]
