@@ -1,6 +1,6 @@
 //! tether's command line: parse it, then check the config, run the proxy or run the demo.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tether::service::{build_server, RunOptions};
@@ -16,7 +16,14 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[command(
     name = "tether",
     version,
-    about = "Sticky-session reverse proxy for Java application servers"
+    about = "Sticky-session reverse proxy for Java application servers",
+    long_about = "Sticky-session reverse proxy for Java application servers: keeps each HTTP \
+        session on the server that holds it, with mod_jk's rules and WebSphere's partition \
+        tables.\n\n\
+        With -c FILE it runs the proxy FILE describes; with -t it checks FILE and exits. \
+        Signals: SIGHUP reloads the config, SIGTERM stops gracefully, SIGINT stops at once, \
+        SIGQUIT hands the listening sockets to a process started with -u, SIGUSR1 reopens \
+        the access log."
 )]
 struct Cli {
     /// tether's YAML config file.
@@ -40,32 +47,43 @@ enum Command {
     /// Start simulated Tomcat servers behind tether, run a scripted scenario, keep serving.
     Demo {
         /// Address for the demo's tether listener (default 127.0.0.1:8080, or a free port).
-        #[arg(long)]
+        #[arg(long, value_name = "ADDR")]
         listen: Option<std::net::SocketAddr>,
         /// Run two tether instances sharing one redis-server instead (needs redis-server).
         #[arg(long, conflicts_with = "listen")]
         fleet: bool,
     },
-    /// Replace the running tether (found through the config's pid_file) with this binary,
-    /// or `--binary`, without dropping a connection; the new one runs in the background.
+    /// Replace the running tether with a new binary, without dropping a connection.
+    ///
+    /// The running tether is found through the config's pid_file; the new binary is this
+    /// one, or --binary, and runs in the background.
     Upgrade {
         /// The new binary (default: this one).
-        #[arg(long)]
+        #[arg(long, value_name = "PATH")]
         binary: Option<PathBuf>,
     },
-    /// Drain a server through the admin API; with --wait, until its last live session
-    /// has expired (exit 0), or the timeout (exit 1).
+    /// Drain a server through the admin API; with --wait, until its last session ended.
+    ///
+    /// With --wait, the command returns once the server's last live session has expired
+    /// (exit 0), or at the timeout (exit 1).
     Drain {
-        /// CLUSTER/SERVER
+        /// The server to drain, as CLUSTER/SERVER (names from the config file).
+        #[arg(value_name = "CLUSTER/SERVER")]
         target: String,
         /// Wait until the server has no live session, printing how many are left.
         #[arg(long)]
         wait: bool,
         /// Give up waiting after this long (e.g. 45m; with --wait).
-        #[arg(long, default_value = "1h", requires = "wait", value_parser = duration)]
+        #[arg(
+            long,
+            value_name = "DURATION",
+            default_value = "1h",
+            requires = "wait",
+            value_parser = duration
+        )]
         timeout: std::time::Duration,
         /// What to do once empty: `stop` the server.
-        #[arg(long, value_parser = ["stop"], requires = "wait")]
+        #[arg(long, value_name = "ACTION", value_parser = ["stop"], requires = "wait")]
         then: Option<String>,
         /// How often to look while waiting.
         #[arg(long, default_value = "2s", value_parser = duration, hide = true)]
@@ -74,18 +92,28 @@ enum Command {
     /// Explain where a request would go under the config file (every server up), and why.
     Explain {
         /// `METHOD URL` or `URL`, e.g. 'GET /shop/cart;jsessionid=ABC.n1'
+        #[arg(value_name = "REQUEST")]
         request: String,
         /// A request field, `Name: value` (repeatable).
-        #[arg(short = 'H', long = "header")]
+        #[arg(short = 'H', long = "header", value_name = "FIELD")]
         headers: Vec<String>,
         /// The listener it arrives on (default: the first).
-        #[arg(long)]
+        #[arg(long, value_name = "NAME")]
         listener: Option<String>,
     },
     /// Print a tether config made from a mod_jk or WebSphere plug-in config.
     Import {
         #[command(subcommand)]
         source: tether::import::Source,
+    },
+    /// Print tether's manual page in roff (read it with `tether man | man -l -`).
+    Man {
+        /// The subcommand whose page to print instead, e.g. `drain` or `import mod_jk`.
+        #[arg(value_name = "SUBCOMMAND")]
+        subcommand: Vec<String>,
+        /// Write every page (tether.1, tether-SUBCOMMAND.1) into this directory instead.
+        #[arg(long, value_name = "DIR", conflicts_with = "subcommand")]
+        dir: Option<PathBuf>,
     },
 }
 
@@ -128,6 +156,9 @@ fn main() -> ExitCode {
         Some(Command::Demo { fleet: true, .. }) => return tether::demo::run_fleet(),
         Some(Command::Demo { listen, .. }) => return tether::demo::run(listen),
         Some(Command::Import { source }) => return tether::import::run(source),
+        Some(Command::Man { subcommand, dir }) => {
+            return tether::commands::man::run(Cli::command(), &subcommand, dir.as_deref())
+        }
         Some(Command::Drain {
             target,
             wait,
