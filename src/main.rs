@@ -117,6 +117,16 @@ enum Command {
     },
 }
 
+impl Command {
+    /// A command that prints a result and ends (not one that runs a server).
+    fn prints(&self) -> bool {
+        matches!(
+            self,
+            Command::Import { .. } | Command::Man { .. } | Command::Explain { .. }
+        )
+    }
+}
+
 /// A duration on the command line (`45m`, `2s`), as in the config file.
 fn duration(text: &str) -> Result<std::time::Duration, String> {
     tether_plugins::parse_duration(text)
@@ -152,6 +162,15 @@ fn main() -> ExitCode {
     }
     tether::logging::init();
     let cli = Cli::parse();
+    if cli.command.as_ref().is_some_and(Command::prints) {
+        // A command whose output goes into a pipe ends quietly when the reader stops
+        // (`tether explain ... | head`), as other Unix tools do, instead of panicking on
+        // the write Rust's ignored SIGPIPE turns into an error.
+        // SAFETY: restoring a signal's default disposition at start, before any thread.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     match cli.command {
         Some(Command::Demo { fleet: true, .. }) => return tether::demo::run_fleet(),
         Some(Command::Demo { listen, .. }) => return tether::demo::run(listen),

@@ -464,3 +464,26 @@ fn version_and_manual_pages() {
     }
     assert_eq!(std::fs::read_to_string(dir.join("tether.1")).unwrap(), root);
 }
+
+/// A printing command whose reader has gone (`tether man | head`) ends by SIGPIPE, as
+/// other Unix tools do, not with a panic on the failed write.
+#[test]
+fn a_closed_pipe_ends_a_printing_command_quietly() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::process::ExitStatusExt;
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors `pipe` returns.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both descriptors were just made and are owned here alone.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read);
+    let out = Command::new(TETHER)
+        .arg("man")
+        .stdout(write)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
+}

@@ -1,6 +1,7 @@
 //! A file answer ([`Served`]) on the engine's wire: the head, then the body: a small one in
-//! the same write as the head, a larger one by `sendfile` on a plain TCP connection, and in
-//! chunks through the TLS stream otherwise.
+//! the same write as the head, a larger one by `sendfile` on a plain TCP connection (from
+//! the page cache on this thread, else from the blocking pool), and in chunks through the
+//! TLS stream otherwise.
 
 use super::answer::{field, status_line};
 use super::conn::{to_client, Conn};
@@ -10,8 +11,7 @@ use crate::proxy::write_on_stack;
 use rustix::fd::{BorrowedFd, OwnedFd};
 use std::io;
 use std::sync::Arc;
-use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncWriteExt, Interest};
+use tokio::io::AsyncWriteExt;
 
 /// A body this small goes out with the head, read into the write buffer.
 const WITH_HEAD: u64 = 16 * 1024;
@@ -49,7 +49,7 @@ pub(super) async fn send(
     }
     c.write_out(limits, listener).await?;
     if c.tls().is_none() {
-        return sendfile(c, &mut body, limits).await;
+        return sendfile(c, &mut body, limits, listener).await;
     }
     let mut chunk = Vec::with_capacity(CHUNK);
     while !body.is_done() {
@@ -60,33 +60,45 @@ pub(super) async fn send(
     Ok(())
 }
 
-/// The body by `sendfile` to the connection's socket. The socket is the stream's, which
-/// tokio's reactor watches already: a duplicate of it is registered to wait on, only when
-/// the socket's buffer fills.
-async fn sendfile(c: &mut Conn, body: &mut Body, limits: &ListenerLimits) -> io::Result<()> {
+/// The body by `sendfile` to the connection's socket: on this thread while the page cache
+/// holds what is left (`cachestat`), in the blocking pool otherwise (`sendfile` cannot
+/// refuse to wait for the disk). When the socket takes no more, the next chunk goes through
+/// the stream's own write, which waits for the client to read: the socket is never
+/// registered twice with the reactor for the common case.
+async fn sendfile(
+    c: &mut Conn,
+    body: &mut Body,
+    limits: &ListenerLimits,
+    listener: &str,
+) -> io::Result<()> {
     c.stream.flush().await?;
-    // SAFETY: the descriptor is the stream's, open while `c` is borrowed here; it is only
-    // duplicated.
-    let own = unsafe { BorrowedFd::borrow_raw(c.stream.id()) };
-    let socket = Arc::new(rustix::io::fcntl_dupfd_cloexec(own, 0)?);
-    let mut ready: Option<AsyncFd<Arc<OwnedFd>>> = None;
-    while !body.send_round(&socket).await? {
-        let ready = match &mut ready {
-            Some(r) => r,
-            // SAFETY: the `Arc` keeps the duplicate open, unchanged, as long as the `AsyncFd`.
-            None => ready.insert(unsafe {
-                AsyncFd::register_with_interest(socket.clone(), Interest::WRITABLE)?
-            }),
+    let fd = c.stream.id();
+    let mut duplicate: Option<Arc<OwnedFd>> = None;
+    let mut chunk = Vec::new();
+    while !body.is_done() {
+        let done = if body.cached() {
+            // SAFETY: the descriptor is the stream's, open while `c` is borrowed here, and
+            // used only for this call.
+            body.send_now(unsafe { BorrowedFd::borrow_raw(fd) })?
+        } else {
+            let socket = match &duplicate {
+                Some(s) => s.clone(),
+                // The pool's task owns its descriptor: a cancelled request must not leave
+                // it writing to a number the process has reused.
+                None => duplicate
+                    .insert(Arc::new(rustix::io::fcntl_dupfd_cloexec(
+                        // SAFETY: as above; only duplicated.
+                        unsafe { BorrowedFd::borrow_raw(fd) },
+                        0,
+                    )?))
+                    .clone(),
+            };
+            body.send_round(&socket).await?
         };
-        let wait = crate::proxy::write_timeout(limits, CHUNK);
-        match crate::poll_time::timeout(wait, ready.writable()).await {
-            Ok(guard) => guard?.clear_ready(),
-            Err(_) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "the client did not read in time",
-                ))
-            }
+        if !done {
+            chunk.clear();
+            body.read(&mut chunk, CHUNK).await?;
+            to_client(&mut c.stream, &chunk, limits, listener).await?;
         }
     }
     Ok(())

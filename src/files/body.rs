@@ -1,12 +1,13 @@
 //! A file answer's body, sent without the request's thread ever waiting for the disk: reads
 //! into memory try `RWF_NOWAIT` (served from the page cache, or refused at once) before
-//! tokio's blocking pool reads; `sendfile`, which has no such flag, runs in the blocking
-//! pool, a socket-buffer's worth at a time, the request's thread only waiting for the
-//! socket to take more.
+//! tokio's blocking pool reads; `sendfile`, which has no such flag, runs on the request's
+//! thread only for bytes the page cache holds (`cachestat`), in the blocking pool
+//! otherwise, a socket-buffer's worth at a time.
 
-use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use rustix::io::{Errno, ReadWriteFlags};
 use std::io::{self, IoSliceMut};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Bytes read into memory at a time (for TLS, HTTP/2, pingora-proxy's path).
@@ -91,6 +92,23 @@ impl Body {
         Ok(read.len())
     }
 
+    /// Does the page cache hold all that is left to send? Then `sendfile` copies from
+    /// memory and [`Body::send_now`] may run on the request's thread. `false` when the
+    /// kernel cannot say (`cachestat` is Linux 6.5's).
+    pub fn cached(&self) -> bool {
+        cached(&self.file, self.offset, self.remaining)
+    }
+
+    /// Sends what the socket takes now, on this thread (for a body the page cache holds:
+    /// [`Body::cached`]); `Ok(true)` once the body is sent, `Ok(false)` when the socket
+    /// takes no more for now.
+    pub fn send_now(&mut self, socket: BorrowedFd<'_>) -> io::Result<bool> {
+        let sent = send(socket, &self.file, self.offset, self.remaining)?;
+        self.offset += sent;
+        self.remaining -= sent;
+        Ok(self.remaining == 0)
+    }
+
     /// Sends what the socket takes now (in the blocking pool), until it takes no more
     /// (`EAGAIN`) or the body is sent; `Ok(false)`: wait for the socket to be writable and
     /// call again.
@@ -105,6 +123,60 @@ impl Body {
         self.remaining -= sent;
         Ok(self.remaining == 0)
     }
+}
+
+/// The kernel has no `cachestat` (before Linux 6.5): every body is sent from the pool.
+static NO_CACHESTAT: AtomicBool = AtomicBool::new(false);
+
+/// `cachestat(2)`'s number on every architecture (it is in the common syscall table).
+const SYS_CACHESTAT: libc::c_long = 451;
+
+#[repr(C)]
+struct CachestatRange {
+    off: u64,
+    len: u64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct Cachestat {
+    nr_cache: u64,
+    nr_dirty: u64,
+    nr_writeback: u64,
+    nr_evicted: u64,
+    nr_recently_evicted: u64,
+}
+
+/// Are all pages of `file`'s bytes `offset..offset + len` in the page cache?
+fn cached(file: &OwnedFd, offset: u64, len: u64) -> bool {
+    if len == 0 {
+        return true;
+    }
+    if NO_CACHESTAT.load(Ordering::Relaxed) {
+        return false;
+    }
+    let range = CachestatRange { off: offset, len };
+    let mut stat = Cachestat::default();
+    // SAFETY: the descriptor is open (borrowed from `file`), and both structures are the
+    // kernel's layout, alive for the call.
+    let r = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            file.as_raw_fd(),
+            &range as *const CachestatRange,
+            &mut stat as *mut Cachestat,
+            0u32,
+        )
+    };
+    if r != 0 {
+        if io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+            NO_CACHESTAT.store(true, Ordering::Relaxed);
+        }
+        return false;
+    }
+    const PAGE: u64 = 4096;
+    let pages = (offset + len).div_ceil(PAGE) - offset / PAGE;
+    stat.nr_cache >= pages
 }
 
 /// `sendfile` of up to `remaining` bytes from `offset` until the socket refuses more; the
@@ -198,5 +270,27 @@ mod tests {
         }
         assert!(rounds > 1, "a socket's buffer holds less than 3 MB");
         assert!(got == bytes);
+    }
+
+    #[tokio::test]
+    async fn the_cache_check_sees_pages_dropped_and_read_again() {
+        let bytes = vec![1u8; 256 * 1024];
+        let f = file(&bytes);
+        rustix::fs::fsync(&f).unwrap();
+        let body = Body::new(f, 0, bytes.len() as u64);
+        assert!(body.cached(), "written just now");
+        if NO_CACHESTAT.load(Ordering::Relaxed) {
+            return; // a kernel before 6.5: every body goes through the pool
+        }
+        let advice = rustix::fs::Advice::DontNeed;
+        rustix::fs::fadvise(&*body.file, 0, None, advice).unwrap();
+        assert!(!body.cached(), "its clean pages dropped");
+        let mut out = Vec::new();
+        let mut again = Body::new(rustix::io::dup(&*body.file).unwrap(), 0, bytes.len() as u64);
+        while !again.is_done() {
+            out.clear();
+            again.read(&mut out, CHUNK).await.unwrap();
+        }
+        assert!(body.cached(), "read again");
     }
 }

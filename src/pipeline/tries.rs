@@ -31,6 +31,9 @@ pub enum Stop {
 pub enum Failure {
     /// No connection to the server.
     Connect(String),
+    /// No connection to the server within `connect_timeout` (504 when it ends the request,
+    /// as nginx and HAProxy say, and as Pingora's proxy path answers).
+    ConnectTimedOut(String),
     /// A kept connection was closed by the server before it answered: nothing of the
     /// request can have been served; it may go again on a new connection.
     Stale,
@@ -142,13 +145,14 @@ impl Tries {
         idempotent: bool,
     ) -> Result<(), Ended> {
         let retry = self.made < MAX_TRIES;
+        let timed_out = matches!(failure, Failure::ConnectTimedOut(_));
         match failure {
-            Failure::Connect(why) => {
+            Failure::Connect(why) | Failure::ConnectTimedOut(why) => {
                 if connect_failed(ctx, &why) && retry {
                     self.decide_again(ctx, front).await;
                     return Ok(());
                 }
-                Err(Ended::Failed(502, why))
+                Err(Ended::Failed(if timed_out { 504 } else { 502 }, why))
             }
             // The server closed a kept connection: the same server, on a new one (the
             // decision stands).

@@ -52,7 +52,13 @@ pub async fn connect(
     let (peer, key) = *new;
     let stream = match connector.new_stream(&peer).await {
         Ok(s) => s,
-        Err(e) => return Err(Failure::Connect(proxy::why_failed(&e, &peer))),
+        Err(e) => {
+            let why = proxy::why_failed(&e, &peer);
+            return Err(match e.etype() {
+                pingora_error::ErrorType::ConnectTimedout => Failure::ConnectTimedOut(why),
+                _ => Failure::Connect(why),
+            });
+        }
     };
     // Counted for the server's byte totals, for as long as the connection lives (kept in
     // the pool, it stays the same server's).
