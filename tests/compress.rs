@@ -7,7 +7,6 @@ mod common;
 
 use common::{Opts, Tether};
 use std::collections::HashMap;
-use std::process::Command;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A page of 100 KiB or so, text that compresses as pages do.
@@ -126,32 +125,8 @@ async fn server() -> std::net::SocketAddr {
 /// What curl gets: status, fields (lower-case names), body as it came on the wire (or
 /// decoded with `--compressed`).
 fn curl(args: &[&str], url: &str) -> (u16, HashMap<String, String>, Vec<u8>) {
-    let out = Command::new("curl")
-        .args(["-s", "-i", "--max-time", "20"])
-        .args(args)
-        .arg(url)
-        .output()
-        .expect("curl");
-    let raw = out.stdout;
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a head");
-    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let fields = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    (status, fields, raw[end + 4..].to_vec())
+    let got = common::curl::curl(args, url);
+    (got.status, got.fields, got.body)
 }
 
 fn start(server: std::net::SocketAddr) -> Tether {

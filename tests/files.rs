@@ -6,9 +6,9 @@
 
 mod common;
 
+use common::curl::curl;
 use common::pki::Pki;
 use common::{Opts, Tether};
-use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -67,52 +67,6 @@ fn start(dir: &Path, server: &str, extra: &str) -> Tether {
         ),
         ..Opts::default()
     })
-}
-
-/// What curl gets: status, fields (lower-case names; the last of a name), body.
-struct Got {
-    status: u16,
-    fields: HashMap<String, String>,
-    body: Vec<u8>,
-}
-
-fn curl(args: &[&str], url: &str) -> Got {
-    let out = Command::new("curl")
-        .args(["-s", "-i", "--max-time", "60", "--path-as-is"])
-        .args(args)
-        .arg(url)
-        .output()
-        .expect("curl");
-    let raw = out.stdout;
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("{url}: no head in {:?}", String::from_utf8_lossy(&raw)));
-    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let fields = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    Got {
-        status,
-        fields,
-        body: raw[end + 4..].to_vec(),
-    }
-}
-
-impl Got {
-    fn field(&self, name: &str) -> &str {
-        self.fields.get(name).map_or("", String::as_str)
-    }
 }
 
 /// The status line and body of `path` sent byte for byte (no client tidies it first).

@@ -1,6 +1,7 @@
 //! Test harness: simulated Tomcat servers and a real `tether` process on loopback.
 #![allow(dead_code)]
 
+pub mod curl;
 pub mod daemon;
 pub mod fleet;
 pub mod h2frames;
