@@ -159,6 +159,42 @@ async fn a_drain_that_waits_ends_when_the_last_session_has_expired() {
     assert_eq!(json["state"], "stopped");
 }
 
+/// Right after a start, no session seen is not yet no session: a drain that waits for the
+/// server to be empty waits until tether has watched a whole session timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_right_after_a_start_waits_until_tether_knows_every_session() {
+    let sims = tomcats(1).await;
+    let t = Tether::start_with(Opts {
+        cluster: cluster_yaml("    session_timeout: 3s\n", &sims),
+        admin: true,
+        ..Opts::default()
+    });
+    let (_, json) = t
+        .admin("GET", "/clusters/shop/servers/tc1/sessions", None, b"")
+        .await;
+    assert_eq!(json["knows_all"], false, "{json}");
+    let start = Instant::now();
+    let (status, json) = t
+        .admin(
+            "POST",
+            "/clusters/shop/servers/tc1/drain?wait=10s",
+            None,
+            b"",
+        )
+        .await;
+    let waited = start.elapsed();
+    assert_eq!(status, 200, "{json}");
+    assert_eq!(
+        (json["empty"].as_bool(), json["knows_all"].as_bool()),
+        (Some(true), Some(true))
+    );
+    assert!(
+        waited >= Duration::from_millis(1000),
+        "it waited to know: {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(5), "and no longer: {waited:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tether_drain_waits_prints_and_exits_by_what_happened() {
     let sims = tomcats(1).await;

@@ -62,7 +62,12 @@ fn drain(config: &Config, d: &Drain) -> Result<ExitCode, String> {
             ));
         }
         let live = s["live_sessions"].as_u64().unwrap_or(0);
+        // No session seen is not yet no session until tether has watched a whole timeout.
+        let knows_all = s["knows_all"].as_bool().unwrap_or(true);
         let line = match live {
+            0 if !knows_all => format!(
+                "{cluster}/{server}: no live session seen; waiting until tether has watched a whole session timeout"
+            ),
             0 => format!("{cluster}/{server}: no live session left"),
             n => format!(
                 "{cluster}/{server}: {n} live session{}, empty by {}",
@@ -74,12 +79,16 @@ fn drain(config: &Config, d: &Drain) -> Result<ExitCode, String> {
             println!("{line}");
             shown = Some(line);
         }
-        if live == 0 {
+        if live == 0 && knows_all {
             break;
         }
         if start.elapsed() >= d.timeout {
+            let left = match live {
+                0 => "may still have sessions tether has not seen".to_string(),
+                n => format!("still has {n} live sessions"),
+            };
             eprintln!(
-                "tether drain: {cluster}/{server} still has {live} live sessions after {}s; it stays draining",
+                "tether drain: {cluster}/{server} {left} after {}s; it stays draining",
                 d.timeout.as_secs()
             );
             return Ok(ExitCode::from(1));

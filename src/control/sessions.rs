@@ -55,7 +55,9 @@ impl Control {
             let Some(s) = now else {
                 return Ok((None, false));
             };
-            if s.live == 0 {
+            // No session seen is not yet no session: after a start, or an eviction, the
+            // table has not watched a whole timeout and a session it never saw may be live.
+            if s.live == 0 && s.knows_all {
                 return Ok((now, true));
             }
             if tokio::time::Instant::now() >= deadline {
