@@ -4,15 +4,12 @@
 //! daemonizing (a `fork` turns jemalloc's background threads off in the child). For the
 //! binary, whose allocator is jemalloc.
 //!
-//! Without the thread, memory is returned only while requests come: 10,000 connections
-//! that went idle held 12.4 KiB each of resident memory instead of about 6 KiB. The thread
-//! alone (started at run time) had not returned a burst of frees 11 s later: the buffers
-//! of the connections that waited for their next request (`engine/grace.rs`, 6 MiB at two
-//! threads), freed together a second after their requests. With the pass, the pages freed
-//! while 10,000 connections opened (43 MiB at most) went back 6 s after the last, but for
-//! 2.8 MiB freed later, kept for 10 s more: read 15 s after they opened, 10,000 idle
-//! connections were +0.7 to +1.25 KiB each of RSS, of which up to 0.66 KiB were such
-//! pages (`bench/run`'s memory figures). With a 1-s decay they are not kept.
+//! Without the thread, memory is returned only while requests come: connections that went
+//! idle kept about twice the resident memory they needed. The thread alone (started at run
+//! time) does not return a burst of frees for many seconds: the buffers of the connections
+//! that waited for their next request (`engine/grace.rs`), freed together a second after
+//! their requests. The pass returns them; with a 1-s decay, pages freed while a burst of
+//! connections opened are not kept either (`bench/run`'s memory figures measure it).
 //!
 //! A shorter decay costs a page fault when a returned page is used again; tether's requests
 //! allocate nothing in the steady state (`engine/conn.rs`), and the purge runs on the

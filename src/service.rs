@@ -41,9 +41,8 @@ pub struct RunOptions {
 
 /// Socket buffering of a proxy listener. Listeners speak plain HTTP/1, whose parser reads
 /// into its own header and body buffers, so Pingora's 64 KiB read buffer per connection
-/// (meant for TLS records) only adds a copy: without it a connection held open costs
-/// 24 KiB instead of 28 KiB (10,000 open keep-alive connections: 249 vs 291 MiB RSS), at
-/// the same CPU per request. Writes keep Pingora's MSS-sized buffer, which joins
+/// (meant for TLS records) only adds a copy, and memory for every connection held open, at
+/// no saving of CPU per request. Writes keep Pingora's MSS-sized buffer, which joins
 /// pingora-proxy's separate writes of a response's head and body.
 const LISTENER_BUFFERS: L4BufferSettings = L4BufferSettings {
     read: Some(0),
@@ -52,9 +51,8 @@ const LISTENER_BUFFERS: L4BufferSettings = L4BufferSettings {
 
 /// Socket buffering of a TLS listener: BoringSSL reads a record's 5-byte header, then its
 /// body, and a read buffer makes that one `recvfrom` per record, not two. Pingora's is
-/// 64 KiB (`vec![0; n]`, kept for the connection's life, idle or not: 67 KiB of heap per
-/// idle TLS connection, all of it resident once jemalloc hands out pages used before);
-/// one record of any TLS version (16 KiB of data, 2 KiB of expansion, 5 of header) fits in
+/// 64 KiB (`vec![0; n]`, kept for the connection's life, idle or not, and resident once
+/// jemalloc hands out pages used before); one record of any TLS version (16 KiB of data, 2 KiB of expansion, 5 of header) fits in
 /// 20 KiB, jemalloc's size class for it.
 const TLS_LISTENER_BUFFERS: L4BufferSettings = L4BufferSettings {
     read: Some(20 * 1024),

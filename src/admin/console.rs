@@ -1,4 +1,4 @@
-//! The operator console (issue 27): a page, its script and its style sheet, built into the
+//! The operator console: a page, its script and its style sheet, built into the
 //! binary from `ui/` and served by the admin listener without a token (they hold no data:
 //! the page reads the admin API with the token the operator types).
 //!

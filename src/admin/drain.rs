@@ -1,4 +1,4 @@
-//! A drain that finishes (issue 26): `POST /clusters/C/servers/S/drain?wait=45m&then=stop`
+//! A drain that finishes: `POST /clusters/C/servers/S/drain?wait=45m&then=stop`
 //! drains the server, then holds the answer until its last live session has expired (or
 //! the wait is over), and stops it when asked; `GET .../sessions` shows where it stands.
 //! `tether drain` is the same from the command line.
