@@ -40,6 +40,7 @@ pub mod session_counter;
 pub mod sim;
 pub mod snapshot;
 pub mod stable_hash;
+pub mod systemd;
 pub mod tls;
 pub mod upgrade;
 pub mod upstream;

@@ -24,7 +24,7 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
         With -c FILE it runs the proxy FILE describes; with -t it checks FILE and exits. \
         Signals: SIGHUP reloads the config, SIGTERM stops gracefully, SIGINT stops at once, \
         SIGQUIT hands the listening sockets to a process started with -u, SIGUSR1 reopens \
-        the access log."
+        the access log, SIGUSR2 (under systemd) starts the new binary of `tether upgrade`."
 )]
 struct Cli {
     /// tether's YAML config file.
@@ -157,9 +157,11 @@ fn exit_on_listener_panic() {
 fn main() -> ExitCode {
     // SIGUSR1 reopens the access log once the services run; until then, and without an
     // access log, it must not kill the process (its default action). logrotate sends it.
+    // SIGUSR2 likewise: under systemd it starts the new binary of an upgrade.
     // SAFETY: setting a signal's disposition to SIG_IGN at start, before any thread.
     unsafe {
         libc::signal(libc::SIGUSR1, libc::SIG_IGN);
+        libc::signal(libc::SIGUSR2, libc::SIG_IGN);
     }
     tether::logging::init();
     let cli = Cli::parse();
@@ -293,7 +295,9 @@ fn main() -> ExitCode {
                 "allocator",
                 tether::free_memory::ReturnFreedMemory,
             ));
+            let phases = server.watch_execution_phase();
             server.run(pingora_core::server::RunArgs::default());
+            tether::systemd::after_run(phases);
             // Pingora cancels background tasks at shutdown; the last save happens here,
             // after the last request, so a restart or upgrade finds the whole table.
             if let Some(dir) = &control.config().state_dir {

@@ -13,6 +13,7 @@ use crate::persist::{self, Persister};
 use crate::proxy::TetherProxy;
 use crate::reload::Reloader;
 use crate::snapshot::{SharedSnapshot, Snapshot};
+use crate::upgrade::successor::{self, StartSuccessor};
 use arc_swap::ArcSwap;
 use pingora_core::connectors::ConnectorOptions;
 use pingora_core::listeners::tls::TlsSettings;
@@ -265,6 +266,23 @@ pub fn build_server(
                  it can stop servers and reload the config",
                 a.address
             );
+        }
+    }
+    // Under systemd (Type=notify): tell it when tether serves and stops, and start the new
+    // binary of `tether upgrade` from inside the service (docs/install.md, "Binary upgrades
+    // under systemd").
+    if crate::systemd::under_service_manager() {
+        let addresses = crate::bind_check::addresses(&config)
+            .into_iter()
+            .map(|(_, a)| a)
+            .collect();
+        let phases = server.watch_execution_phase();
+        let notifier = crate::systemd::Notifier::new(addresses, phases);
+        server.add_service(background_service("systemd notifications", notifier));
+        if let (Some(conf), Some(binary)) = (&path, successor::own_binary()) {
+            let conf = conf.canonicalize().unwrap_or_else(|_| conf.clone());
+            let starter = StartSuccessor::new(binary, conf, run.daemon);
+            server.add_service(background_service("binary upgrades", starter));
         }
     }
     let watch = config.watch_config.zip(path.clone());

@@ -6,8 +6,16 @@
 //! serves. This command does them in that order, checks each, and leaves the new process
 //! running in the background (`-d`), writing its pid to `pid_file`. Partition tables and
 //! operators' run-time changes reach the new process through `state_dir`.
+//!
+//! Under systemd the running process starts the new binary itself, inside the service
+//! (`upgrade/successor.rs`), when this command asks it with `SIGUSR2`; the rest is the same
+//! (`upgrade/in_service.rs`).
+
+mod in_service;
+pub mod successor;
 
 use crate::config;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -25,7 +33,7 @@ pub fn read_pid(pid_file: &Path) -> Result<i32, String> {
         .map_err(|_| format!("{} does not hold a pid", pid_file.display()))
 }
 
-fn alive(pid: i32) -> bool {
+pub(super) fn alive(pid: i32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
@@ -50,7 +58,25 @@ pub fn remove_pid_file(pid_file: &str) {
     }
 }
 
-fn fresh_socket(path: &Path, since: SystemTime) -> bool {
+/// Whether the listening sockets `held` include `address` (a socket on the unspecified
+/// address holds every address of its port).
+pub(super) fn holds(held: &[SocketAddr], address: SocketAddr) -> bool {
+    held.iter()
+        .any(|h| *h == address || (h.port() == address.port() && h.ip().is_unspecified()))
+}
+
+pub(super) fn signal(pid: i32, signal: i32) -> Result<(), String> {
+    // SAFETY: kill(2) with a pid read from our own pid file and a valid signal number.
+    if unsafe { libc::kill(pid, signal) } != 0 {
+        return Err(format!(
+            "cannot signal pid {pid}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn fresh_socket(path: &Path, since: SystemTime) -> bool {
     std::fs::metadata(path)
         .and_then(|m| m.modified())
         .is_ok_and(|t| t >= since)
@@ -86,11 +112,21 @@ fn upgrade(conf: &Path, binary: Option<PathBuf>) -> Result<String, String> {
     // Addresses the running process holds are handed over; any other must be free, or
     // the new process would start without that listener once the old one let go.
     let held = crate::bind_check::listening_of(old);
-    crate::bind_check::check_addresses(&crate::bind_check::addresses(&config), |a| {
-        held.iter()
-            .any(|h| *h == a || (h.port() == a.port() && h.ip().is_unspecified()))
-    })
-    .map_err(|e| format!("{e}; nothing was changed, pid {old} keeps serving"))?;
+    let addresses = crate::bind_check::addresses(&config);
+    crate::bind_check::check_addresses(&addresses, |a| holds(&held, a))
+        .map_err(|e| format!("{e}; nothing was changed, pid {old} keeps serving"))?;
+    if in_service::starts_its_successor(old) {
+        let addresses: Vec<SocketAddr> = addresses.into_iter().map(|(_, a)| a).collect();
+        return in_service::upgrade(&config, old, binary, &addresses);
+    }
+    // Started from here, the new process would run outside the old one's service.
+    if let Some(unit) = in_service::outside_its_service(old) {
+        return Err(format!(
+            "pid {old} runs in {unit} and cannot start the new binary inside it (an older \
+             tether, or a unit without Type=notify): put the new binary in service with \
+             `systemctl restart {unit}` (contrib/tether.service); nothing was changed"
+        ));
+    }
     let binary = match binary {
         Some(b) => b,
         None => std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?,
@@ -118,13 +154,9 @@ fn upgrade(conf: &Path, binary: Option<PathBuf>) -> Result<String, String> {
         std::thread::sleep(Duration::from_millis(50));
     }
     // 2. The old process hands its sockets over and drains.
-    // SAFETY: kill(2) with a pid read from our own pid file and a valid signal number.
-    if unsafe { libc::kill(old, libc::SIGQUIT) } != 0 {
+    if let Err(e) = signal(old, libc::SIGQUIT) {
         let _ = child.kill();
-        return Err(format!(
-            "cannot signal pid {old}: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(e);
     }
     // 3. The new process got the sockets and went to the background.
     let deadline = Instant::now() + Duration::from_secs(60);
