@@ -12,6 +12,9 @@
 //! `/usr/share/doc/tether/` has no source tree). That check extracts the package with
 //! `dpkg-deb -x` (no root, nothing installed); the package is built once for all the tests.
 
+mod common;
+
+use common::markdown::links;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -207,45 +210,6 @@ fn extract(deb: &Path, dir: &Path) {
         .output()
         .expect("run dpkg-deb -x");
     assert!(o.status.success(), "dpkg-deb -x:\n{}", said(&o));
-}
-
-/// The targets of the Markdown links `[text](target)` and images `![alt](target)` in
-/// `text`, outside code spans and fenced blocks, without a title (`(target "title")`) or
-/// angle brackets (`(<target>)`).
-fn links(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut fenced = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            continue;
-        }
-        if fenced {
-            continue;
-        }
-        // Code spans are not links: take the parts between backquote pairs out.
-        let plain: String = line
-            .split('`')
-            .enumerate()
-            .filter(|(i, _)| i % 2 == 0)
-            .map(|(_, p)| p)
-            .collect::<Vec<_>>()
-            .join(" ");
-        let mut rest = plain.as_str();
-        while let Some(i) = rest.find("](") {
-            rest = &rest[i + 2..];
-            if let Some(end) = rest.find(')') {
-                let inside = rest[..end].trim();
-                let target = match inside.strip_prefix('<') {
-                    Some(bracketed) => bracketed.split('>').next().unwrap_or(""),
-                    None => inside.split_whitespace().next().unwrap_or(""),
-                };
-                out.push(target.to_string());
-                rest = &rest[end..];
-            }
-        }
-    }
-    out
 }
 
 /// The `.md` files under `dir`, sorted.

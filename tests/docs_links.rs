@@ -3,44 +3,14 @@
 //! every relative link in the README and the chapters leads to a file that exists and,
 //! when it names a heading (`file.md#anchor`), to a heading of that file.
 
+mod common;
+
+use common::markdown::links;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The targets of the Markdown links `[text](target)` in `text`, outside code spans and
-/// fenced blocks.
-fn links(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut fenced = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            continue;
-        }
-        if fenced {
-            continue;
-        }
-        // Code spans are not links: take the parts between backquote pairs out.
-        let plain: String = line
-            .split('`')
-            .enumerate()
-            .filter(|(i, _)| i % 2 == 0)
-            .map(|(_, p)| p)
-            .collect::<Vec<_>>()
-            .join(" ");
-        let mut rest = plain.as_str();
-        while let Some(i) = rest.find("](") {
-            rest = &rest[i + 2..];
-            if let Some(end) = rest.find(')') {
-                out.push(rest[..end].to_string());
-                rest = &rest[end..];
-            }
-        }
-    }
-    out
 }
 
 /// The anchors a file's headings get (GitHub's and mdBook's rule: lower case, spaces to

@@ -7,6 +7,7 @@ pub mod fleet;
 pub mod h2frames;
 pub mod import;
 pub mod lookup;
+pub mod markdown;
 pub mod pki;
 pub mod prometheus;
 pub mod real_tomcat;
