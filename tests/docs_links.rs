@@ -121,3 +121,23 @@ fn the_link_reader_finds_links_and_anchors_as_mdbook_makes_them() {
     assert!(a.contains("client-certificates-mtls"), "{a:?}");
     assert!(a.contains("listenerslimits"), "{a:?}");
 }
+
+/// `docs/layout.md` names every module of the crate (each `pub mod` of `src/lib.rs`, as
+/// `src/NAME.rs` or `src/NAME/`), so an engineer finds where each part lives.
+#[test]
+fn the_layout_names_every_module() {
+    let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
+    let layout = std::fs::read_to_string(root().join("docs/layout.md")).unwrap();
+    let modules: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod ")?.strip_suffix(';'))
+        .collect();
+    assert!(modules.len() > 30, "src/lib.rs was read: {modules:?}");
+    let missing: Vec<&&str> = modules
+        .iter()
+        .filter(|m| {
+            !layout.contains(&format!("src/{m}.rs")) && !layout.contains(&format!("src/{m}/"))
+        })
+        .collect();
+    assert!(missing.is_empty(), "not in docs/layout.md: {missing:?}");
+}
