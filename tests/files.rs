@@ -354,3 +354,37 @@ async fn a_browser_gets_the_page_from_the_server_and_its_assets_from_files() {
     );
     c.close().await.unwrap();
 }
+
+/// A small file (sent with the head) whose second half is not in the page cache: the read
+/// from the cache stops short, and the rest comes from the disk, all before the answer goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_partly_in_the_page_cache_is_sent_whole() {
+    use std::os::fd::AsRawFd;
+    let dir = common::scratch_dir("files-half-cached");
+    tree(&dir);
+    let bytes: Vec<u8> = (0..12_288u32).map(|i| (i % 241) as u8).collect();
+    let path = dir.join("root/half.bin");
+    std::fs::write(&path, &bytes).unwrap();
+    let t = start(
+        &dir,
+        "      - { name: a, address: \"127.0.0.1:1\", route: a }\n",
+        "",
+    );
+    let url = format!("http://{}/half.bin", t.addr);
+    for _ in 0..3 {
+        let file = std::fs::File::open(&path).unwrap();
+        file.sync_all().unwrap();
+        // SAFETY: an open descriptor and a range of it; the call only advises the kernel.
+        let r =
+            unsafe { libc::posix_fadvise(file.as_raw_fd(), 8192, 4096, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(r, 0);
+        let got = curl(&["--http1.1"], &url);
+        assert_eq!(got.status, 200);
+        assert!(
+            got.body == bytes,
+            "{} of {} bytes",
+            got.body.len(),
+            bytes.len()
+        );
+    }
+}

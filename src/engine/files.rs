@@ -43,8 +43,11 @@ pub(super) async fn send(
         return c.write_out(limits, listener).await;
     };
     if body.remaining() <= WITH_HEAD {
-        let n = body.remaining() as usize;
-        body.read(&mut c.out, n).await?;
+        // A read may return less than asked (part of the file in the page cache).
+        while !body.is_done() {
+            let n = body.remaining() as usize;
+            body.read(&mut c.out, n).await?;
+        }
         return c.write_out(limits, listener).await;
     }
     c.write_out(limits, listener).await?;
