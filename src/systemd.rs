@@ -79,6 +79,20 @@ fn held_by(held: &[SocketAddr], address: SocketAddr) -> bool {
         .any(|h| *h == address || (h.port() == address.port() && h.ip().is_unspecified()))
 }
 
+/// Whether process `pid` handles signal `signal` (the `SigCgt` mask of /proc/PID/status).
+/// A tether under systemd handles `SIGUSR2` (it starts its successor); to one that does
+/// not, the signal would be fatal. Before Pingora waits for its stop signals, `SIGTERM`
+/// and `SIGINT` still have their default action: the process would die without its stop.
+pub fn catches(pid: i32, signal: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            let mask = status.lines().find_map(|l| l.strip_prefix("SigCgt:"))?;
+            u64::from_str_radix(mask.trim(), 16).ok()
+        })
+        .is_some_and(|mask| mask & (1 << (signal - 1)) != 0)
+}
+
 /// The background service that sends `MAINPID=`, `READY=1` and, at a graceful stop,
 /// `STOPPING=1`. Added only under a service manager.
 pub struct Notifier {
@@ -97,7 +111,13 @@ impl Notifier {
         }
     }
 
+    /// Ready: every address listens, and a stop signal would be handled (Pingora registers
+    /// its handlers only once it runs, after the services started).
     fn all_listening(&self, pid: u32) -> bool {
+        let stops = [libc::SIGTERM, libc::SIGINT, libc::SIGQUIT];
+        if !stops.iter().all(|&s| catches(pid as i32, s)) {
+            return false;
+        }
         let held = crate::bind_check::listening_of(pid as i32);
         self.addresses.iter().all(|a| held_by(&held, *a))
     }

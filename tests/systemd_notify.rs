@@ -248,6 +248,11 @@ async fn stopping_at_sigint_through_an_abstract_socket() {
     let mut child = start(&dir, &conf, &notify);
     let pid = child.id() as i32;
     notify.wait_for(pid, "READY=1", Duration::from_secs(15));
+    // Ready means a stop signal is handled: sent at once, it still stops tether its way.
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let handled = tether::systemd::catches(pid, signal);
+        assert!(handled, "signal {signal} handled when READY=1 comes");
+    }
     get_ok(addr).await;
     kill(pid, libc::SIGINT);
     notify.wait_for(pid, "STOPPING=1", Duration::from_secs(5));

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 /// Whether the running tether `pid` starts its successor itself: it handles `SIGUSR2` (under
 /// systemd only; to any other process the signal would be fatal).
 pub(super) fn starts_its_successor(pid: i32) -> bool {
-    catches(pid, libc::SIGUSR2)
+    crate::systemd::catches(pid, libc::SIGUSR2)
 }
 
 /// The unit the running tether `pid` runs in, when this process is not in it: a new process
@@ -22,19 +22,6 @@ pub(super) fn starts_its_successor(pid: i32) -> bool {
 /// `ExecReload=`, systemd follows the pid file.)
 pub(super) fn outside_its_service(pid: i32) -> Option<String> {
     unit_of(pid).filter(|_| !same_cgroup(pid))
-}
-
-/// Whether process `pid` handles signal `signal` (the `SigCgt` mask of /proc/PID/status).
-/// A tether under systemd handles `SIGUSR2` (it starts its successor); to one that does
-/// not, the signal would be fatal.
-fn catches(pid: i32, signal: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            let mask = status.lines().find_map(|l| l.strip_prefix("SigCgt:"))?;
-            u64::from_str_radix(mask.trim(), 16).ok()
-        })
-        .is_some_and(|mask| mask & (1 << (signal - 1)) != 0)
 }
 
 /// The systemd unit process `pid` runs in (`tether.service`), from its cgroup.
@@ -187,12 +174,12 @@ mod tests {
     #[test]
     fn a_handled_signal_is_seen_in_proc() {
         let me = std::process::id() as i32;
-        assert!(!catches(me, libc::SIGWINCH));
+        assert!(!crate::systemd::catches(me, libc::SIGWINCH));
         // SAFETY: a handler that does nothing, for a signal no other unit test uses.
         unsafe {
             libc::signal(libc::SIGUSR2, nothing as *const () as libc::sighandler_t);
         }
-        assert!(catches(me, libc::SIGUSR2));
+        assert!(crate::systemd::catches(me, libc::SIGUSR2));
         assert!(same_cgroup(me));
     }
 
