@@ -166,22 +166,7 @@ fn assert_doc_exists(alert: &str, link: &str) {
     if anchor.is_empty() {
         return;
     }
-    let slugs: BTreeSet<String> = text
-        .lines()
-        .filter(|l| l.starts_with('#'))
-        .map(|l| {
-            l.trim_start_matches('#')
-                .trim()
-                .to_lowercase()
-                .chars()
-                .filter_map(|c| match c {
-                    ' ' => Some('-'),
-                    c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
-                    _ => None,
-                })
-                .collect()
-        })
-        .collect();
+    let slugs = common::markdown::anchors(&text);
     assert!(
         slugs.contains(anchor),
         "{alert} points at {link}: no such heading"

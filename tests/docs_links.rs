@@ -5,39 +5,12 @@
 
 mod common;
 
-use common::markdown::links;
+use common::markdown::{anchors, links};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The anchors a file's headings get (GitHub's and mdBook's rule: lower case, spaces to
-/// `-`, other punctuation dropped).
-fn anchors(text: &str) -> BTreeSet<String> {
-    let mut fenced = false;
-    let mut out = BTreeSet::new();
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-        }
-        if fenced || !line.starts_with('#') {
-            continue;
-        }
-        let heading = line.trim_start_matches('#').trim();
-        let slug: String = heading
-            .to_lowercase()
-            .chars()
-            .filter_map(|c| match c {
-                ' ' => Some('-'),
-                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
-                _ => None,
-            })
-            .collect();
-        out.insert(slug);
-    }
-    out
 }
 
 /// Broken relative links of the Markdown file `file`, each said as `file: target (why)`.

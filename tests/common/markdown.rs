@@ -1,4 +1,7 @@
-//! Markdown as the manual's tests read it: the targets of its links.
+//! Markdown as the manual's tests read it: the targets of its links, and the anchors of its
+//! headings.
+
+use std::collections::BTreeSet;
 
 /// The targets of the Markdown links `[text](target)` and images `![alt](target)` in
 /// `text`, outside code spans and fenced blocks, without a title (`(target "title")`) or
@@ -35,6 +38,33 @@ pub fn links(text: &str) -> Vec<String> {
                 rest = &rest[end..];
             }
         }
+    }
+    out
+}
+
+/// The anchors a file's headings get (GitHub's and mdBook's rule: lower case, spaces to
+/// `-`, other punctuation dropped).
+pub fn anchors(text: &str) -> BTreeSet<String> {
+    let mut fenced = false;
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        if fenced || !line.starts_with('#') {
+            continue;
+        }
+        let heading = line.trim_start_matches('#').trim();
+        let slug: String = heading
+            .to_lowercase()
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                _ => None,
+            })
+            .collect();
+        out.insert(slug);
     }
     out
 }
