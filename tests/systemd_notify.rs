@@ -135,12 +135,15 @@ impl NotifySocket {
     }
 }
 
+/// The listener on tether's own front ends: on Pingora's proxy a quick stop (`SIGINT`)
+/// can keep the process past the test's wait while Pingora's accept loop spins on its
+/// runtime's shutdown, and these tests are about the notifications, not the front ends.
 fn config(dir: &Path, addr: SocketAddr, sims: &[TomcatSim], top: &str) -> PathBuf {
     let d = dir.display();
     let mut y = format!(
         "server:\n  threads: 2\n  grace_period_seconds: 5\n  graceful_shutdown_timeout_seconds: 1\n  \
          pid_file: {d}/tether.pid\n  upgrade_sock: {d}/upgrade.sock\n{top}\
-         listeners:\n  - {{ name: web, address: \"{addr}\", cluster: shop }}\n\
+         listeners:\n  - {{ name: web, address: \"{addr}\", cluster: shop, http1: engine, http2: engine }}\n\
          clusters:\n  - name: shop\n    servers:\n"
     );
     for s in sims {
