@@ -5,7 +5,8 @@
 //! server session, connector and connection pool, and nothing else: no phases, no retry
 //! buffer, no modules, no error pages. If this does not save 20% of user CPU per request
 //! against `bare_pingora`, a full lean path in tether (which must keep every behaviour)
-//! cannot either. `bench/README.md` ("Performance, round 2") has the figures.
+//! cannot either. `bench/results/HISTORY.md` ("Where the instructions go, and a lean
+//! HTTP/1 loop") has the figures.
 //!
 //! ```sh
 //! cargo build --release --example lean_h1

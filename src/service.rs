@@ -40,23 +40,15 @@ pub struct RunOptions {
     pub daemon: bool,
 }
 
-/// Socket buffering of a proxy listener. Listeners speak plain HTTP/1, whose parser reads
-/// into its own header and body buffers, so Pingora's 64 KiB read buffer per connection
-/// (meant for TLS records) only adds a copy, and memory for every connection held open, at
-/// no saving of CPU per request. Writes keep Pingora's MSS-sized buffer, which joins
-/// pingora-proxy's separate writes of a response's head and body.
+/// Socket buffering of the listeners on Pingora's accept: no read buffer of Pingora's.
+/// Plain HTTP/1 (pingora-proxy's) reads into its parser's own buffers, where Pingora's
+/// 64 KiB per connection would only add a copy, and memory for every connection held open.
+/// TLS reads a record's header and body in one `recv` through tether's buffer, lent by the
+/// thread only while a record is read ([`crate::tls::record_reads`]), where Pingora's
+/// would be held for the connection's life. Writes keep Pingora's MSS-sized buffer, which
+/// joins pingora-proxy's separate writes of a response's head and body.
 const LISTENER_BUFFERS: L4BufferSettings = L4BufferSettings {
     read: Some(0),
-    write: None,
-};
-
-/// Socket buffering of a TLS listener: BoringSSL reads a record's 5-byte header, then its
-/// body, and a read buffer makes that one `recvfrom` per record, not two. Pingora's is
-/// 64 KiB (`vec![0; n]`, kept for the connection's life, idle or not, and resident once
-/// jemalloc hands out pages used before); one record of any TLS version (16 KiB of data, 2 KiB of expansion, 5 of header) fits in
-/// 20 KiB, jemalloc's size class for it.
-const TLS_LISTENER_BUFFERS: L4BufferSettings = L4BufferSettings {
-    read: Some(20 * 1024),
     write: None,
 };
 
@@ -218,13 +210,11 @@ pub fn build_server(
             listener.h2c && listener.tls.is_none(),
             (engine, http2),
         );
-        // TLS reads whole records through Pingora's read buffer; pingora-proxy's plain
-        // HTTP/1 does not need one (its parser buffers). The engine's plain listeners accept
-        // on their own, unbuffered (`listener/accept_loop.rs`).
+        // The engine's plain listeners accept on their own (`listener/accept_loop.rs`);
+        // the others on Pingora's.
         let buffers = match (&listener.tls, listener.http1) {
             (None, Http1Path::Engine) => None,
-            (Some(_), _) => Some(TLS_LISTENER_BUFFERS),
-            (None, Http1Path::Proxy) => Some(LISTENER_BUFFERS),
+            _ => Some(LISTENER_BUFFERS),
         };
         let service: Box<dyn ServiceWithDependents> = match buffers {
             None => Box::new(AcceptLoop::new(name, listener.address, app)),

@@ -8,6 +8,7 @@
 
 pub mod acceptor;
 pub mod conn;
+pub mod record_reads;
 pub mod upstream;
 
 pub use acceptor::{build_acceptor, build_service, Acceptor};

@@ -5,6 +5,9 @@
 //! tether's engine does not: the `h2` crate makes each stream's state, its request's
 //! `http::request::Parts` and field map, and each DATA frame's `Bytes`, and the front end
 //! the stream's task and its exchange's buffers. The bound asserted is a regression guard.
+//!
+//! The same allocator keeps the bytes the serving thread holds, for what an idle
+//! connection keeps between its streams.
 
 use bytes::Bytes;
 use pingora_core::connectors::ConnectorOptions;
@@ -25,6 +28,12 @@ const WARM_UP: usize = 50;
 /// The most allocations a request may make after the warm-up (about twice what it makes
 /// now).
 const BOUND: f64 = 24.0;
+
+/// The most heap bytes an idle connection may hold once its streams ended: the `h2`
+/// crate's buffers (16 KiB to write, 8 KiB to read, 4 KiB for HPACK), its state and the
+/// connection's task, with room for little more. A finished stream's future (several KiB)
+/// must not be among them.
+const IDLE_BOUND: i64 = 40 * 1024;
 
 /// A keep-alive server on its own thread: `200` and a 100-byte body.
 fn server() -> std::net::SocketAddr {
@@ -115,9 +124,8 @@ fn client(
     })
 }
 
-#[test]
-fn allocations_per_http2_request_are_counted_and_bounded() {
-    let backend = server();
+/// tether's HTTP/2 front end for an h2c listener in front of `backend`.
+fn front(backend: std::net::SocketAddr) -> tether::http2::Http2 {
     let yaml = format!(
         "listeners:\n  - {{ name: web, address: \"127.0.0.1:0\", cluster: shop, h2c: true }}\nclusters:\n  - name: shop\n    servers:\n      - {{ name: n1, address: \"{backend}\" }}\n"
     );
@@ -125,7 +133,103 @@ fn allocations_per_http2_request_are_counted_and_bounded() {
     let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(
         tether::snapshot::Snapshot::build(&config, None),
     ));
-    let http2 = tether::http2::Http2::new(snapshot, 0, "web", None, ConnectorOptions::new(8));
+    tether::http2::Http2::new(snapshot, 0, "web", None, ConnectorOptions::new(8))
+}
+
+/// Serves `tcp` on this thread's runtime, in a task as the listener does.
+fn serve(
+    http2: &Arc<tether::http2::Http2>,
+    tcp: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let http2 = http2.clone();
+    tokio::spawn(async move {
+        let stream: Stream = Box::new(TcpClient::new(tcp, peer));
+        let (peer, local) = tether::listener::tcp::addresses(&stream);
+        let link = tether::http2::Link {
+            peer,
+            local,
+            tls: None,
+            proxy: None,
+        };
+        http2.serve(stream, link, shutdown).await;
+    });
+}
+
+/// Heap bytes this thread holds once what it runs had `settle` to go quiet.
+async fn held_after(settle: std::time::Duration) -> i64 {
+    tokio::time::sleep(settle).await;
+    counting::live()
+}
+
+#[test]
+fn an_idle_connection_holds_little_beyond_the_h2_crates_buffers() {
+    let http2 = Arc::new(front(server()));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let held = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (_stop, shutdown) = tokio::sync::watch::channel(false);
+        let (marks, mut marked) = tokio::sync::mpsc::unbounded_channel();
+        let (go, mut went) = tokio::sync::mpsc::unbounded_channel::<()>();
+        // Two connections, one after the other, each left idle after a few streams: the
+        // second one's bytes are the figure, the first made what is made once (the
+        // thread's pool of server connections, its caches).
+        let client = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let mut kept = Vec::new();
+                for _ in 0..2 {
+                    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+                    let (client, conn) = h2::client::handshake(tcp).await.unwrap();
+                    tokio::spawn(conn);
+                    for i in 0..5 {
+                        let mut client = client.clone().ready().await.unwrap();
+                        let req = http::Request::builder()
+                            .uri(format!("http://shop/item/{i}"))
+                            .header("cookie", "JSESSIONID=ABC.n1")
+                            .body(())
+                            .unwrap();
+                        let (response, _) = client.send_request(req, true).unwrap();
+                        let mut body = response.await.unwrap().into_body();
+                        while let Some(data) = body.data().await {
+                            let _ = body.flow_control().release_capacity(data.unwrap().len());
+                        }
+                    }
+                    kept.push(client);
+                    marks.send(()).unwrap();
+                    went.recv().await.unwrap();
+                }
+            })
+        });
+        let mut at = Vec::new();
+        for _ in 0..2 {
+            let (tcp, peer) = listener.accept().await.unwrap();
+            serve(&http2, tcp, peer, shutdown.clone());
+            marked.recv().await.unwrap();
+            at.push(held_after(std::time::Duration::from_millis(200)).await);
+            go.send(()).unwrap();
+        }
+        client.join().unwrap();
+        at[1] - at[0]
+    });
+    println!("heap bytes an idle HTTP/2 connection holds (h2c, after 5 streams): {held}");
+    assert!(
+        held <= IDLE_BOUND,
+        "an idle connection holds {held} bytes, more than {IDLE_BOUND}"
+    );
+}
+
+#[test]
+fn allocations_per_http2_request_are_counted_and_bounded() {
+    let http2 = front(server());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -164,7 +164,7 @@ pub struct ServerSettings {
     pub threads: usize,
     /// Off by default: one event loop per thread, as nginx and HAProxy run, measured at 2
     /// threads with 12–25% lower p99 and less CPU per request than Pingora's stealing
-    /// scheduler (bench/README.md, "What was tried").
+    /// scheduler (bench/results/HISTORY.md, "Pingora's proxy path: what was tried").
     pub work_stealing: bool,
     pub grace_period_seconds: u64,
     pub graceful_shutdown_timeout_seconds: u64,

@@ -62,7 +62,12 @@ impl Http2 {
                 accepted = conn.accept() => match accepted {
                     Some(Ok((request, respond))) => {
                         opened += 1;
-                        streams.push(self.stream(request, respond, &link));
+                        // Boxed: the set keeps a node the size of its future for its
+                        // own life (its stub) and for as long as any waker of a finished
+                        // stream is held (the h2 crate keeps some); a stream's future is
+                        // several KiB, a box's pointer is not, and an idle connection
+                        // should hold neither.
+                        streams.push(Box::pin(self.stream(request, respond, &link)));
                     }
                     Some(Err(e)) => {
                         debug!("listener {}: HTTP/2 connection: {e}", self.name);

@@ -3,7 +3,7 @@
 //! h2c preface on a plain listener that allows it, or HTTP/1.x).
 
 use crate::metrics;
-use crate::tls::{conn::Record, Acceptor};
+use crate::tls::{conn::Record, record_reads::RecordReads, Acceptor};
 use log::debug;
 use pingora_core::protocols::l4::stream::Stream as L4Stream;
 use pingora_core::protocols::tls::server::handshake_with_callback;
@@ -61,7 +61,7 @@ pub async fn accept(
     };
     match tokio::time::timeout(
         deadline,
-        handshake_with_callback(&tls.acceptor, *l4, &Record),
+        handshake_with_callback(&tls.acceptor, RecordReads::new(*l4), &Record),
     )
     .await
     {
