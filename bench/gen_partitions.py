@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes a tether partition table (src/persist.rs format) with N distinct nonzero keys
+"""Writes a tether partition table (src/services/persist.rs format) with N distinct nonzero keys
 spread over the given clone ids: gen_partitions.py FILE N CLONE[,CLONE...]"""
 import sys
 

@@ -5,8 +5,8 @@
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
-use tether::client_limits::{ClientLimiter, Connection};
 use tether::config::ClientLimits;
+use tether::state::client_limits::{ClientLimiter, Connection};
 
 fn limits(connections: Option<u32>, requests: Option<u32>) -> ClientLimits {
     ClientLimits {

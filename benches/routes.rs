@@ -3,7 +3,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use tether::config::{Route, RouteAction};
-use tether::routes::RouteTable;
+use tether::routing::routes::RouteTable;
 
 fn routes(n: usize) -> Vec<Route> {
     let mut out = Vec::new();

@@ -6,6 +6,8 @@
 //! the internal [`model`] types, collecting every semantic error. All errors carry the path
 //! of the field and, through [`locate`], the line and column in the file.
 
+pub mod import;
+
 mod check;
 mod client_limits;
 mod compress;

@@ -1,46 +1,39 @@
 //! tether: a sticky-session reverse proxy for Java application servers, built on Pingora.
+//!
+//! The modules are layers, declared from the top down: each uses only those below it
+//! (`tests/layers.rs` checks it; `docs/layout.md` names every file). A blank line between
+//! them keeps rustfmt from sorting them.
 
-pub mod access_log;
-pub mod admin;
-pub mod ajp;
-pub mod bind_check;
-pub mod client_limits;
-pub mod coding;
-pub mod commands;
-pub mod compress;
-pub mod config;
-pub mod control;
-pub mod demo;
-pub mod engine;
-pub mod explain;
-pub mod fast_stop;
-pub mod files;
-pub mod fleet;
-pub mod free_memory;
-pub mod head_limit;
-pub mod health;
-pub mod http1;
-pub mod http2;
-pub mod import;
-pub mod listener;
-pub mod live_metrics;
-pub mod logging;
-pub mod metrics;
-pub mod overrides;
-pub mod persist;
+// Commands beside running the proxy, the demo and its simulated servers.
+pub mod cli;
+
+// The process and its lifecycle.
+pub mod process;
+
+// Background services over the live state.
+pub mod services;
+
+// Listeners and front ends.
+pub mod front;
+
+// The pipeline: a request's steps, the exchange with a server, files, compression, the
+// access log.
 pub mod pipeline;
-pub mod poll_time;
-pub mod proxy;
-pub mod reason;
-pub mod reload;
-pub mod routes;
+
+// The live state requests read: the snapshot a reload swaps, TLS, per-client limits.
+pub mod state;
+
+// Prometheus metrics.
+pub mod metrics;
+
+// The routing decision and the host and path routes.
 pub mod routing;
-pub mod service;
-pub mod session_counter;
-pub mod sim;
-pub mod snapshot;
-pub mod stable_hash;
-pub mod systemd;
-pub mod tls;
-pub mod upgrade;
-pub mod upstream;
+
+// The configuration, and the importers that write one.
+pub mod config;
+
+// Wire formats: HTTP/1, AJP/1.3, content codings.
+pub mod wire;
+
+// What every layer uses.
+pub mod base;

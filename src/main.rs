@@ -3,7 +3,7 @@
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use tether::service::{build_server, RunOptions};
+use tether::process::service::{build_server, RunOptions};
 
 // jemalloc: a proxy makes many small, short-lived objects per request, which jemalloc serves
 // from thread caches where glibc's malloc takes a visible share of a core; and it gives
@@ -105,7 +105,7 @@ enum Command {
     /// Print a tether config made from a mod_jk or WebSphere plug-in config.
     Import {
         #[command(subcommand)]
-        source: tether::import::Source,
+        source: tether::config::import::Source,
     },
     /// Print tether's manual page in roff (read it with `tether man | man -l -`).
     Man {
@@ -163,7 +163,7 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGUSR1, libc::SIG_IGN);
         libc::signal(libc::SIGUSR2, libc::SIG_IGN);
     }
-    tether::logging::init();
+    tether::process::logging::init();
     let cli = Cli::parse();
     if cli.command.as_ref().is_some_and(Command::prints) {
         // A command whose output goes into a pipe ends quietly when the reader stops
@@ -175,11 +175,11 @@ fn main() -> ExitCode {
         }
     }
     match cli.command {
-        Some(Command::Demo { fleet: true, .. }) => return tether::demo::run_fleet(),
-        Some(Command::Demo { listen, .. }) => return tether::demo::run(listen),
-        Some(Command::Import { source }) => return tether::import::run(source),
+        Some(Command::Demo { fleet: true, .. }) => return tether::cli::demo::run_fleet(),
+        Some(Command::Demo { listen, .. }) => return tether::cli::demo::run(listen),
+        Some(Command::Import { source }) => return tether::config::import::run(source),
         Some(Command::Man { subcommand, dir }) => {
-            return tether::commands::man::run(Cli::command(), &subcommand, dir.as_deref())
+            return tether::cli::commands::man::run(Cli::command(), &subcommand, dir.as_deref())
         }
         Some(Command::Drain {
             target,
@@ -199,14 +199,14 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let drain = tether::commands::drain::Drain {
+            let drain = tether::cli::commands::drain::Drain {
                 target,
                 wait,
                 timeout,
                 then_stop: then.is_some(),
                 every,
             };
-            return tether::commands::drain::run(&config, &drain);
+            return tether::cli::commands::drain::run(&config, &drain);
         }
         Some(Command::Explain {
             request,
@@ -218,7 +218,9 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             };
             return match tether::config::load(&conf) {
-                Ok(config) => tether::commands::explain::run(&config, &request, &headers, listener),
+                Ok(config) => {
+                    tether::cli::commands::explain::run(&config, &request, &headers, listener)
+                }
                 Err(errors) => {
                     eprint!("{errors}");
                     ExitCode::from(2)
@@ -230,7 +232,7 @@ fn main() -> ExitCode {
                 eprintln!("tether upgrade: give the config file with -c FILE");
                 return ExitCode::from(2);
             };
-            return tether::upgrade::run(&conf, binary);
+            return tether::process::upgrade::run(&conf, binary);
         }
         None => {}
     }
@@ -263,7 +265,7 @@ fn main() -> ExitCode {
     // A listener that cannot bind is one clear line and a non-zero exit (with -u the
     // sockets come from the running process; Pingora binds only the new addresses).
     if !run.upgrade {
-        if let Err(e) = tether::bind_check::check(&config) {
+        if let Err(e) = tether::process::bind_check::check(&config) {
             eprintln!("tether: {e}");
             return ExitCode::FAILURE;
         }
@@ -287,23 +289,23 @@ fn main() -> ExitCode {
         Ok((server, control)) => {
             if !daemon {
                 // Pingora writes the pid file only when it daemonizes.
-                tether::upgrade::write_pid_file(&pid_file);
+                tether::process::upgrade::write_pid_file(&pid_file);
             }
             let mut server = server;
             tether::metrics::register_heap();
             server.add_service(pingora_core::services::background::background_service(
                 "allocator",
-                tether::free_memory::ReturnFreedMemory,
+                tether::process::free_memory::ReturnFreedMemory,
             ));
             let phases = server.watch_execution_phase();
             server.run(pingora_core::server::RunArgs::default());
-            tether::systemd::after_run(phases);
+            tether::process::systemd::after_run(phases);
             // Pingora cancels background tasks at shutdown; the last save happens here,
             // after the last request, so a restart or upgrade finds the whole table.
             if let Some(dir) = &control.config().state_dir {
-                tether::persist::save_all(control.snapshot(), dir);
+                tether::services::persist::save_all(control.snapshot(), dir);
             }
-            tether::upgrade::remove_pid_file(&pid_file.to_string_lossy());
+            tether::process::upgrade::remove_pid_file(&pid_file.to_string_lossy());
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -7,6 +7,16 @@
 //! answers tether writes itself, as one type ([`Answer`]), which each front end puts on
 //! its own wire; and the tries of servers (`tries.rs`) for the front ends that carry out
 //! the exchange with the server themselves ([`Tries`]).
+//!
+//! Beside the steps, in this layer: the exchange with a server ([`upstream`], over HTTP/1 or
+//! AJP), files from a directory ([`files`]), compression ([`compress`]), the access log
+//! ([`access_log`]) and why a server failed, in words ([`reason`]).
+
+pub mod access_log;
+pub mod compress;
+pub mod files;
+pub mod reason;
+pub mod upstream;
 
 mod admit;
 mod answer;
@@ -14,12 +24,17 @@ mod client;
 mod ctx;
 mod decide;
 mod fleet_wait;
+mod forwarded;
 mod front;
 mod heard;
 mod lens;
+mod peer;
 pub mod plugins;
+mod secure;
 mod slot;
 mod tries;
+mod upstream_fields;
+pub mod websphere;
 
 pub use admit::{admit, compress_for, pages, Admitted, ErrorPages3, TOO_LARGE};
 pub use answer::{error_body, https_host, Answer, ALLOWED, NO_HOST};
@@ -27,10 +42,15 @@ pub use client::client_of;
 pub use ctx::RequestCtx;
 pub use decide::{decide, log_refusal, settled};
 pub use fleet_wait::{settle as await_fleet, waits as waits_for_fleet};
+pub use forwarded::{set_forwarded, write_on_stack};
 pub use front::Front;
 pub use heard::{connect_failed, dropped, heard, Heard, FAILED_STATUS, MAX_INFORMATIONAL};
+pub use peer::{http_peer, why_failed};
+pub use secure::{set_ssl_headers, Secure};
 pub use slot::{take as take_slot, take_now};
 pub use tries::{idempotent, Ended, Failure, Relayed, Stop, Tries, DROPPED};
+pub use upstream_fields::UpstreamFields;
+pub use websphere::tag_request;
 
 /// A `Host` value's host and port, the port defaulting to `listener_port`.
 pub fn host_and_port(host: &[u8], listener_port: u16) -> (&[u8], u16) {

@@ -4,6 +4,8 @@
 //! the server to use and why. Retries call it again with the servers already tried, which
 //! walks the same ordered candidate list without building it up front.
 
+pub mod routes;
+
 mod clock;
 mod decision;
 mod fields;

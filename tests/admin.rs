@@ -7,7 +7,7 @@ use common::{new_sessions, tomcats, Opts, Tether};
 const TOKEN: &str = "s3cret-token";
 const AUTH: Option<&str> = Some(TOKEN);
 
-fn cluster(sims: &[tether::sim::TomcatSim]) -> String {
+fn cluster(sims: &[tether::cli::sim::TomcatSim]) -> String {
     common::cluster_yaml("", sims)
 }
 

@@ -203,7 +203,7 @@ async fn a_tomcat_restarted_under_load_loses_no_request_and_comes_back() {
         let (addr, stop) = (t.addr, stop.clone());
         load.push(tokio::spawn(async move {
             let mut answers: Vec<(u16, String)> = Vec::new();
-            let mut client = tether::sim::HttpClient::new(addr);
+            let mut client = tether::cli::sim::HttpClient::new(addr);
             while !stop.load(Ordering::Relaxed) {
                 match client.get("/echo.jsp", &[]).await {
                     Ok(r) => {

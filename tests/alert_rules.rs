@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tether::sim::HttpClient;
+use tether::cli::sim::HttpClient;
 
 const RULES: &str = "contrib/prometheus/tether-alerts.yml";
 const RULE_TESTS: &str = "contrib/prometheus/tether-alerts.test.yml";

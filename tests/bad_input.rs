@@ -3,7 +3,7 @@
 mod common;
 
 use common::{server_line, tomcats, Tether};
-use tether::sim::send_raw;
+use tether::cli::sim::send_raw;
 
 fn raw_get(path: &[u8], cookie: &[u8]) -> Vec<u8> {
     let mut r = b"GET ".to_vec();

@@ -9,7 +9,7 @@ use common::{tomcats, Opts, Tether};
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 
-fn start(sim: &tether::sim::TomcatSim) -> Tether {
+fn start(sim: &tether::cli::sim::TomcatSim) -> Tether {
     Tether::start_with(Opts {
         cluster: common::cluster_yaml("", std::slice::from_ref(sim)),
         listener_extra: "    h2c: true\n    limits: { max_request_body: 1000 }\n    routes:\n      - { path: \"/big/*\", cluster: shop, max_request_body: 100000 }\n".into(),

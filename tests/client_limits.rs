@@ -76,7 +76,7 @@ async fn closed(s: &mut TcpStream) -> bool {
     )
 }
 
-async fn start(listener_extra: &str) -> (Vec<tether::sim::TomcatSim>, Tether) {
+async fn start(listener_extra: &str) -> (Vec<tether::cli::sim::TomcatSim>, Tether) {
     let sims = tomcats(1).await;
     let t = Tether::start_with(Opts {
         cluster: format!("    servers:\n{}", server_line(&sims[0], "")),

@@ -380,7 +380,7 @@ async fn the_page_is_served_under_a_strict_policy_and_no_get_changes_state() {
     let dir = scratch_dir("console-http");
     let t = Tether::start_with(with_tokens(cluster_yaml("", &sims), &dir));
     let admin = t.admin.unwrap();
-    let mut http = tether::sim::HttpClient::new(admin);
+    let mut http = tether::cli::sim::HttpClient::new(admin);
     let root = http.get("/", &[]).await.unwrap();
     assert_eq!((root.status, root.header("location")), (302, Some("/ui")));
     for (path, kind) in [

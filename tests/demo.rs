@@ -72,7 +72,7 @@ async fn the_demo_shows_weights_stickiness_and_failover_then_keeps_serving() {
     assert_ne!(value("requests that carried $WSFO"), "0", "{text}");
     assert_eq!(value("new $WSFO tags"), "0", "{text}");
 
-    let mut c = tether::sim::HttpClient::new(([127, 0, 0, 1], port).into());
+    let mut c = tether::cli::sim::HttpClient::new(([127, 0, 0, 1], port).into());
     assert_eq!(
         c.get("/", &[]).await.unwrap().status,
         200,

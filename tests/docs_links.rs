@@ -95,18 +95,32 @@ fn the_link_reader_finds_links_and_anchors_as_mdbook_makes_them() {
     assert!(a.contains("listenerslimits"), "{a:?}");
 }
 
-/// `docs/layout.md` names every module of the crate (each `pub mod` of `src/lib.rs`, as
-/// `src/NAME.rs` or `src/NAME/`), so an engineer finds where each part lives.
+/// `docs/layout.md` names every module of the crate: each layer (a `pub mod` of
+/// `src/lib.rs`, as `src/LAYER.rs` or `src/LAYER/`) and each public module of a layer (as
+/// `src/LAYER/NAME.rs` or `src/LAYER/NAME/`), so an engineer finds where each part lives.
 #[test]
 fn the_layout_names_every_module() {
-    let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
+    let src = root().join("src");
     let layout = std::fs::read_to_string(root().join("docs/layout.md")).unwrap();
-    let modules: Vec<&str> = lib
-        .lines()
-        .filter_map(|l| l.strip_prefix("pub mod ")?.strip_suffix(';'))
-        .collect();
-    assert!(modules.len() > 30, "src/lib.rs was read: {modules:?}");
-    let missing: Vec<&&str> = modules
+    let modules_of = |file: &std::path::Path| -> Vec<String> {
+        std::fs::read_to_string(file)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.strip_prefix("pub mod ")?.strip_suffix(';'))
+            .map(str::to_string)
+            .collect()
+    };
+    let layers = modules_of(&src.join("lib.rs"));
+    assert!(layers.len() > 5, "src/lib.rs was read: {layers:?}");
+    let mut paths = Vec::new();
+    for layer in &layers {
+        paths.push(layer.clone());
+        for m in modules_of(&src.join(format!("{layer}.rs"))) {
+            paths.push(format!("{layer}/{m}"));
+        }
+    }
+    assert!(paths.len() > 40, "the layers' modules were read: {paths:?}");
+    let missing: Vec<&String> = paths
         .iter()
         .filter(|m| {
             !layout.contains(&format!("src/{m}.rs")) && !layout.contains(&format!("src/{m}/"))

@@ -8,8 +8,8 @@ use pingora_core::connectors::ConnectorOptions;
 use pingora_core::protocols::Stream;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::Arc;
-use tether::engine::{Conn, Engine, Next};
-use tether::listener::tcp::TcpClient;
+use tether::front::engine::{Conn, Engine, Next};
+use tether::front::listener::tcp::TcpClient;
 
 #[path = "common/counting.rs"]
 mod counting;
@@ -152,11 +152,11 @@ fn serve_and_count(tls: bool) {
     );
     let config = tether::config::parse(&yaml, "engine-alloc").expect("valid config");
     let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(
-        tether::snapshot::Snapshot::build(&config, None),
+        tether::state::snapshot::Snapshot::build(&config, None),
     ));
-    // The acceptor tether's listener would hand the connection to (`tether::service`).
+    // The acceptor tether's listener would hand the connection to (`tether::process::service`).
     let acceptor =
-        tether::tls::build_listeners(&config).expect("the test's certificate")[0].clone();
+        tether::state::tls::build_listeners(&config).expect("the test's certificate")[0].clone();
     assert_eq!(acceptor.is_some(), tls, "the listener's TLS as configured");
     let engine = Engine::new(
         snapshot,
@@ -187,7 +187,7 @@ fn serve_and_count(tls: bool) {
             }
             None => Box::new(TcpClient::new(tcp, peer)),
         };
-        let addresses = tether::listener::tcp::addresses(&stream);
+        let addresses = tether::front::listener::tcp::addresses(&stream);
         let mut conn = Conn::new(stream, addresses);
         let mut counted = Vec::new();
         let mut warm_up = 0;

@@ -42,7 +42,7 @@ async fn tethers_answers_carry_the_most_specific_page() {
     let get = |path: &'static str, cookie: &'static str| {
         let addr = t.addr;
         async move {
-            let mut c = tether::sim::HttpClient::new(addr);
+            let mut c = tether::cli::sim::HttpClient::new(addr);
             let headers: Vec<(&str, &str)> = match cookie {
                 "" => vec![],
                 c => vec![("Cookie", c)],

@@ -243,7 +243,7 @@ async fn a_health_check_down_mark_is_a_hint_the_others_check_at_once() {
 
 /// Instances `a` and `b` on `redis`, once both are in sync with the fleet.
 async fn in_sync_pair(
-    sims: &[tether::sim::WebSphereSim],
+    sims: &[tether::cli::sim::WebSphereSim],
     redis: &Redis,
 ) -> (common::Tether, common::Tether) {
     let a = instance(sims, &redis.url(), "a", "");

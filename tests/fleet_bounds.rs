@@ -9,7 +9,7 @@ use common::redis::Redis;
 use common::{scratch_dir, Opts, Tether};
 use std::time::Duration;
 
-fn instance_bounded(sims: &[tether::sim::WebSphereSim], url: &str, name: &str) -> Tether {
+fn instance_bounded(sims: &[tether::cli::sim::WebSphereSim], url: &str, name: &str) -> Tether {
     Tether::start_with(Opts {
         cluster: cluster_yaml_with(sims, "    max_inflight: 5\n    max_inflight_per: fleet\n"),
         top: shared_state(url, name, ""),

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 /// An instance with `shared_state` left at its defaults but for the Redis URL and prefix
 /// (no `instance:`), optionally with its own `state_dir`.
-fn unnamed(sims: &[tether::sim::WebSphereSim], url: &str, state_dir: Option<&str>) -> Tether {
+fn unnamed(sims: &[tether::cli::sim::WebSphereSim], url: &str, state_dir: Option<&str>) -> Tether {
     let dir = state_dir.map_or(String::new(), |d| format!("state_dir: {d}\n"));
     Tether::start_with(Opts {
         cluster: cluster_yaml(sims),
@@ -32,7 +32,7 @@ async fn name_of(t: &Tether) -> String {
 /// each session's next five requests through instances 2, 3, 1, 2, 3.
 async fn sessions_continue_through_the_others(
     fleet: &[Tether],
-    sims: &[tether::sim::WebSphereSim],
+    sims: &[tether::cli::sim::WebSphereSim],
 ) {
     let made = sessions(&fleet[0], 50).await;
     tokio::time::sleep(Duration::from_secs(2)).await;

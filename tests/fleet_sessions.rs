@@ -11,11 +11,16 @@ use common::{cluster_yaml, scratch_dir, tomcats, Browser, Opts, Tether};
 use std::collections::HashMap;
 use std::time::Duration;
 
-fn instance(sims: &[tether::sim::TomcatSim], url: &str, name: &str) -> Tether {
+fn instance(sims: &[tether::cli::sim::TomcatSim], url: &str, name: &str) -> Tether {
     instance_with(sims, url, name, "")
 }
 
-fn instance_with(sims: &[tether::sim::TomcatSim], url: &str, name: &str, cluster: &str) -> Tether {
+fn instance_with(
+    sims: &[tether::cli::sim::TomcatSim],
+    url: &str,
+    name: &str,
+    cluster: &str,
+) -> Tether {
     Tether::start_with(Opts {
         cluster: cluster_yaml(cluster, sims),
         top: shared_state(url, name, ""),

@@ -5,7 +5,7 @@ mod common;
 use common::{new_sessions, tomcats, Opts, Tether};
 use std::time::{Duration, Instant};
 
-fn cluster(sims: &[tether::sim::TomcatSim], health: &str) -> String {
+fn cluster(sims: &[tether::cli::sim::TomcatSim], health: &str) -> String {
     common::cluster_yaml(health, sims)
 }
 

@@ -1,5 +1,5 @@
 //! The two HTTP/1 request parsers tether runs, side by side in this process, on the same
-//! bytes: tether's engine (`tether::http1`: the head, the framing policy, the chunked
+//! bytes: tether's engine (`tether::wire::http1`: the head, the framing policy, the chunked
 //! decoder) and pingora-proxy's path (pingora-core's HTTP/1 session, then the same policy
 //! on the head it parsed, `proxy::request_checks`). Both must take the same first request
 //! (method, target, version, fields, body bytes) or both take none. Inputs: the corpus in

@@ -13,7 +13,7 @@ use tokio::net::TcpStream;
 
 const MIB: u64 = 1 << 20;
 
-async fn start(limits: &str) -> (Tether, Vec<tether::sim::TomcatSim>) {
+async fn start(limits: &str) -> (Tether, Vec<tether::cli::sim::TomcatSim>) {
     let sims = tomcats(1).await;
     let cluster = format!("    servers:\n{}", server_line(&sims[0], ""));
     let t = Tether::start_with(Opts {

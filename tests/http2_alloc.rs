@@ -14,7 +14,7 @@ use pingora_core::connectors::ConnectorOptions;
 use pingora_core::protocols::Stream;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::Arc;
-use tether::listener::tcp::TcpClient;
+use tether::front::listener::tcp::TcpClient;
 
 #[path = "common/counting.rs"]
 mod counting;
@@ -125,20 +125,20 @@ fn client(
 }
 
 /// tether's HTTP/2 front end for an h2c listener in front of `backend`.
-fn front(backend: std::net::SocketAddr) -> tether::http2::Http2 {
+fn front(backend: std::net::SocketAddr) -> tether::front::http2::Http2 {
     let yaml = format!(
         "listeners:\n  - {{ name: web, address: \"127.0.0.1:0\", cluster: shop, h2c: true }}\nclusters:\n  - name: shop\n    servers:\n      - {{ name: n1, address: \"{backend}\" }}\n"
     );
     let config = tether::config::parse(&yaml, "http2-alloc").expect("valid config");
     let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(
-        tether::snapshot::Snapshot::build(&config, None),
+        tether::state::snapshot::Snapshot::build(&config, None),
     ));
-    tether::http2::Http2::new(snapshot, 0, "web", None, ConnectorOptions::new(8))
+    tether::front::http2::Http2::new(snapshot, 0, "web", None, ConnectorOptions::new(8))
 }
 
 /// Serves `tcp` on this thread's runtime, in a task as the listener does.
 fn serve(
-    http2: &Arc<tether::http2::Http2>,
+    http2: &Arc<tether::front::http2::Http2>,
     tcp: tokio::net::TcpStream,
     peer: std::net::SocketAddr,
     shutdown: tokio::sync::watch::Receiver<bool>,
@@ -146,8 +146,8 @@ fn serve(
     let http2 = http2.clone();
     tokio::spawn(async move {
         let stream: Stream = Box::new(TcpClient::new(tcp, peer));
-        let (peer, local) = tether::listener::tcp::addresses(&stream);
-        let link = tether::http2::Link {
+        let (peer, local) = tether::front::listener::tcp::addresses(&stream);
+        let link = tether::front::http2::Link {
             peer,
             local,
             tls: None,
@@ -240,8 +240,8 @@ fn allocations_per_http2_request_are_counted_and_bounded() {
         let client = client(listener.local_addr().unwrap(), marks);
         let (tcp, peer) = listener.accept().await.unwrap();
         let stream: Stream = Box::new(TcpClient::new(tcp, peer));
-        let (peer, local) = tether::listener::tcp::addresses(&stream);
-        let link = tether::http2::Link {
+        let (peer, local) = tether::front::listener::tcp::addresses(&stream);
+        let link = tether::front::http2::Link {
             peer,
             local,
             tls: None,

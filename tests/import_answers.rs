@@ -12,7 +12,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use tether::sim::{HttpClient, TomcatSim};
+use tether::cli::sim::{HttpClient, TomcatSim};
 
 #[test]
 fn the_main_servers_limit_request_body_bounds_the_listeners_bodies() {

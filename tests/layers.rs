@@ -1,9 +1,11 @@
-//! Layers that only look down: no two modules of a crate import each other,
-//! directly or round a ring. Each file's imports (`crate::`, `super::`, `self::` paths and
-//! the child modules it declares) are lifted to the two sibling modules under the files'
-//! lowest common module; a module importing its own parent or child is one idea and does
-//! not count. Comments and `#[cfg(test)] mod tests { .. }` blocks are left out. A cycle
-//! fails the test with the imports that make it.
+//! Layers that only look down. The crate's top-level modules are layers, declared in
+//! `lib.rs` from the top down; a module may use only those below its own, and no two
+//! modules of a crate import each other, directly or round a ring. Each file's imports
+//! (`crate::`, `super::`, `self::` paths and the child modules it declares) are lifted to
+//! the two sibling modules under the files' lowest common module; a module importing its
+//! own parent or child is one idea and does not count. Comments and `#[cfg(test)] mod
+//! tests { .. }` blocks are left out. A cycle, or a use of a layer above, fails the test
+//! with the imports that make it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -91,9 +93,13 @@ fn starts_of<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usize> + 
     })
 }
 
-/// The cycles among sibling modules of the crate at `root`, each with the file imports
-/// that make it.
-fn cycles(root: &Path) -> Vec<String> {
+/// Which sibling module uses which, and for each such pair a file import that makes it.
+type Edges = (
+    BTreeMap<String, BTreeSet<String>>,
+    BTreeMap<(String, String), String>,
+);
+
+fn edges(root: &Path) -> Edges {
     let mut files = Vec::new();
     rust_files(root, &mut files);
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -155,6 +161,13 @@ fn cycles(root: &Path) -> Vec<String> {
             edges.entry(a).or_default().insert(b);
         }
     }
+    (edges, why)
+}
+
+/// The cycles among sibling modules of the crate at `root`, each with the file imports
+/// that make it.
+fn cycles(root: &Path) -> Vec<String> {
+    let (edges, why) = edges(root);
     // A module is in a cycle when it reaches itself; each cycle is said once.
     let reach = |from: &String| {
         let mut seen = BTreeSet::new();
@@ -191,6 +204,75 @@ fn cycles(root: &Path) -> Vec<String> {
         out.push(lines.join("\n"));
     }
     out
+}
+
+/// The crate's top-level modules in `lib.rs`'s order: its layers, from the top.
+fn layers(root: &Path) -> Vec<String> {
+    let lib = std::fs::read_to_string(root.join("lib.rs")).unwrap();
+    lib.lines()
+        .filter_map(|l| l.strip_prefix("pub mod ")?.strip_suffix(';'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Each use of a layer above the user's, with the file import that makes it.
+fn upward(root: &Path) -> Vec<String> {
+    let order = layers(root);
+    let rank = |m: &String| order.iter().position(|l| l == m);
+    let (edges, why) = edges(root);
+    let mut out = Vec::new();
+    for (a, uses) in &edges {
+        for b in uses {
+            if let (Some(ra), Some(rb)) = (rank(a), rank(b)) {
+                if rb < ra {
+                    out.push(format!("{a} → {b} ({})", why[&(a.clone(), b.clone())]));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn layers_use_only_those_below() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let order = layers(&root);
+    assert!(order.len() >= 5, "lib.rs declares its layers: {order:?}");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    for file in files {
+        let top = module_of(&root, &file);
+        if let Some(first) = top.first() {
+            assert!(
+                order.contains(first),
+                "{} is in no layer that lib.rs declares",
+                file.display()
+            );
+        }
+    }
+    let found = upward(&root);
+    assert!(
+        found.is_empty(),
+        "uses of a layer above (lib.rs lists the layers from the top):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn a_use_of_a_layer_above_is_found() {
+    let dir = std::env::temp_dir().join(format!("tether-upward-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("low")).unwrap();
+    std::fs::write(dir.join("lib.rs"), "pub mod high;\npub mod low;\n").unwrap();
+    std::fs::write(dir.join("high.rs"), "use crate::low::Thing;\n").unwrap();
+    std::fs::write(dir.join("low.rs"), "pub mod inner;\n").unwrap();
+    std::fs::write(dir.join("low/inner.rs"), "pub struct Thing;\n").unwrap();
+    assert!(upward(&dir).is_empty());
+    std::fs::write(dir.join("low/inner.rs"), "use crate::high::X;\n").unwrap();
+    let found = upward(&dir);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].starts_with("low → high"), "{}", found[0]);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

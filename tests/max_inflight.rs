@@ -117,7 +117,7 @@ async fn sessions_wait_for_their_own_busy_server_which_never_holds_more_than_its
             let session = c % 20;
             let route = if session % 2 == 0 { "r1" } else { "r2" };
             let cookie = format!("JSESSIONID=S{session}.{route}");
-            let mut client = tether::sim::HttpClient::new(addr);
+            let mut client = tether::cli::sim::HttpClient::new(addr);
             let mut seen = Vec::new();
             for _ in 0..10 {
                 let r = client.get("/x", &[("Cookie", &cookie)]).await.unwrap();
@@ -161,7 +161,7 @@ async fn new_sessions_go_to_room_and_a_full_queue_or_a_long_wait_is_a_503() {
         let addr = t.addr;
         tokio::spawn(async move {
             let cookie = format!("JSESSIONID=H.{route}");
-            let mut client = tether::sim::HttpClient::new(addr);
+            let mut client = tether::cli::sim::HttpClient::new(addr);
             client
                 .get("/x?ms=2000", &[("Cookie", &cookie)])
                 .await
@@ -186,7 +186,7 @@ async fn new_sessions_go_to_room_and_a_full_queue_or_a_long_wait_is_a_503() {
     for _ in 0..2 {
         let addr = t.addr;
         asks.push(tokio::spawn(async move {
-            let mut client = tether::sim::HttpClient::new(addr);
+            let mut client = tether::cli::sim::HttpClient::new(addr);
             client
                 .get("/x", &[("Cookie", "JSESSIONID=W.r1")])
                 .await
@@ -266,7 +266,7 @@ async fn no_slot_is_lost_to_clients_that_leave_servers_that_fail_or_timeouts() {
     for _ in 0..2 {
         let addr = t.addr;
         both.push(tokio::spawn(async move {
-            let mut client = tether::sim::HttpClient::new(addr);
+            let mut client = tether::cli::sim::HttpClient::new(addr);
             client
                 .get("/x?ms=150", &[("Cookie", "JSESSIONID=A.r1")])
                 .await
@@ -293,7 +293,7 @@ fn ask(
 ) -> tokio::task::JoinHandle<(u16, String)> {
     let addr = t.addr;
     tokio::spawn(async move {
-        let mut client = tether::sim::HttpClient::new(addr);
+        let mut client = tether::cli::sim::HttpClient::new(addr);
         let headers: Vec<(&str, &str)> = cookie.iter().map(|c| ("Cookie", c.as_str())).collect();
         let r = client.get(path, &headers).await.unwrap();
         (r.status, r.header("x-server").unwrap_or("").to_string())
@@ -374,7 +374,7 @@ async fn ten_thousand_requests_with_aborts_resets_and_timeouts_leave_every_slot_
             let session = c % 20;
             let route = if session % 2 == 0 { "r1" } else { "r2" };
             let cookie = format!("JSESSIONID=S{session}.{route}");
-            let mut client = tether::sim::HttpClient::new(addr);
+            let mut client = tether::cli::sim::HttpClient::new(addr);
             let mut statuses = Vec::new();
             for i in 0..100u32 {
                 let n = c * 100 + i;

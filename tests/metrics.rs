@@ -7,7 +7,7 @@ use common::prometheus::{promtool, Prometheus};
 use common::{scratch_dir, server_line, tomcats, Opts, Tether};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
-use tether::sim::{HttpClient, WasCluster, WebSphereSim};
+use tether::cli::sim::{HttpClient, WasCluster, WebSphereSim};
 
 async fn scrape(t: &Tether) -> String {
     let mut c = HttpClient::new(t.metrics.expect("metrics listener"));

@@ -10,7 +10,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use tether::sim::{HttpClient, TomcatSim};
+use tether::cli::sim::{HttpClient, TomcatSim};
 
 fn config(dir: &Path, addr: SocketAddr, sims: &[TomcatSim], server_extra: &str) -> PathBuf {
     let d = dir.display();
@@ -139,7 +139,7 @@ async fn daemon_and_upgrade_keep_the_access_log_and_the_pid_file_goes_with_the_p
     assert!(!text.contains("SECRET"), "session ids are masked:\n{text}");
     assert!(text.contains("jsessionid=***.tc1"), "{text}");
 
-    let old = tether::upgrade::read_pid(&pid_file).unwrap();
+    let old = tether::process::upgrade::read_pid(&pid_file).unwrap();
     // The daemon's own process metrics (none were exported after -d).
     let daemon_started = process_metrics(metrics, old).await;
     // An upgrade to a config with a listener on a taken address fails before anything
@@ -172,7 +172,7 @@ async fn daemon_and_upgrade_keep_the_access_log_and_the_pid_file_goes_with_the_p
         )),
         "{said}"
     );
-    assert_eq!(tether::upgrade::read_pid(&pid_file).unwrap(), old);
+    assert_eq!(tether::process::upgrade::read_pid(&pid_file).unwrap(), old);
     assert!(alive(old));
     std::fs::write(&conf, good).unwrap();
     drop(held);
@@ -185,7 +185,7 @@ async fn daemon_and_upgrade_keep_the_access_log_and_the_pid_file_goes_with_the_p
         .output()
         .unwrap();
     assert!(up.status.success(), "{up:?}");
-    let new = tether::upgrade::read_pid(&pid_file).unwrap();
+    let new = tether::process::upgrade::read_pid(&pid_file).unwrap();
     assert_ne!(old, new);
     wait_until("the old process to exit", Duration::from_secs(15), || {
         !alive(old)

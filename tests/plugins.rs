@@ -6,15 +6,15 @@ mod common;
 use common::lookup::Lookup;
 use common::{engine_requests, scratch_dir, server_line, tomcats, Opts, Tether};
 use std::time::{Duration, Instant};
-use tether::sim::HttpClient;
+use tether::cli::sim::HttpClient;
 
 /// Tether whose listener runs `route_lookup` (key from `X-User`) against `lookup`.
-fn start(sims: &[tether::sim::TomcatSim], lookup: &Lookup, extra: &str) -> Tether {
+fn start(sims: &[tether::cli::sim::TomcatSim], lookup: &Lookup, extra: &str) -> Tether {
     start_answering(sims, lookup, "{ header: X-Route }", extra)
 }
 
 fn start_answering(
-    sims: &[tether::sim::TomcatSim],
+    sims: &[tether::cli::sim::TomcatSim],
     lookup: &Lookup,
     answer: &str,
     extra: &str,
@@ -23,7 +23,7 @@ fn start_answering(
 }
 
 fn start_logging(
-    sims: &[tether::sim::TomcatSim],
+    sims: &[tether::cli::sim::TomcatSim],
     lookup: &Lookup,
     answer: &str,
     extra: &str,
@@ -47,7 +47,7 @@ fn start_logging(
     })
 }
 
-async fn as_user(t: &Tether, user: &str, cookie: Option<&str>) -> tether::sim::Response {
+async fn as_user(t: &Tether, user: &str, cookie: Option<&str>) -> tether::cli::sim::Response {
     let mut headers = vec![("X-User", user)];
     if let Some(c) = cookie {
         headers.push(("Cookie", c));

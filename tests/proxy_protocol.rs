@@ -133,7 +133,7 @@ async fn haproxy_and_nginx_name_the_real_client_over_proxy_v1_and_v2() {
     });
     let (_haproxy, v1, v2) = haproxy(&t.dir, t.addr);
     let (_nginx, by_nginx) = nginx(&t.dir, t.addr);
-    let xff = |sim: &tether::sim::TomcatSim| {
+    let xff = |sim: &tether::cli::sim::TomcatSim| {
         sim.last_request_headers()
             .into_iter()
             .find(|(n, _)| n == "x-forwarded-for")

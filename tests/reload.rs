@@ -66,7 +66,7 @@ async fn a_bad_file_on_sighup_is_rejected_and_the_old_config_keeps_serving() {
             "still serving the old config"
         );
     }
-    let metrics = tether::sim::HttpClient::new(t.metrics.unwrap())
+    let metrics = tether::cli::sim::HttpClient::new(t.metrics.unwrap())
         .get("/metrics", &[])
         .await
         .unwrap();

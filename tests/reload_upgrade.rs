@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tether::sim::{HttpClient, TomcatSim};
+use tether::cli::sim::{HttpClient, TomcatSim};
 
 const CLIENTS: usize = 24;
 
@@ -66,7 +66,7 @@ impl Setup {
     }
 
     fn pid(&self) -> i32 {
-        tether::upgrade::read_pid(&self.dir.join("tether.pid")).unwrap()
+        tether::process::upgrade::read_pid(&self.dir.join("tether.pid")).unwrap()
     }
 }
 

@@ -19,7 +19,7 @@ async fn fake(answer: Option<&'static [u8]>) -> SocketAddr {
 
 /// tether with `settings` in front of server `bad` (route `bad`) at `bad_addr` and the
 /// simulated `tc1`.
-fn tether(settings: &str, bad_addr: SocketAddr, good: &tether::sim::TomcatSim) -> Tether {
+fn tether(settings: &str, bad_addr: SocketAddr, good: &tether::cli::sim::TomcatSim) -> Tether {
     let cluster = format!(
         "{settings}    read_timeout: 300ms\n    recover_after: 60s\n    servers:\n      - {{ name: bad, address: \"{bad_addr}\", route: bad }}\n{}",
         common::server_line(good, "")

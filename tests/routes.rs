@@ -5,10 +5,10 @@
 mod common;
 
 use common::{scratch_dir, server_line, tomcats, Opts, Tether};
-use tether::sim::HttpClient;
+use tether::cli::sim::HttpClient;
 
 /// Clusters `shop` (tc1) and `static` (tc2), a listener with `routes` and no default.
-fn start(sims: &[tether::sim::TomcatSim], routes: &str, admin: bool) -> Tether {
+fn start(sims: &[tether::cli::sim::TomcatSim], routes: &str, admin: bool) -> Tether {
     let cluster = format!(
         "    servers:\n{}  - name: static\n    servers:\n{}",
         server_line(&sims[0], ""),

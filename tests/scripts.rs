@@ -259,7 +259,7 @@ async fn a_broken_script_is_refused_by_tether_t_and_by_a_reload() {
         ..Opts::default()
     });
     let mut c = t.client();
-    let version = |r: &tether::sim::Response| r.header("x-version").map(str::to_string);
+    let version = |r: &tether::cli::sim::Response| r.header("x-version").map(str::to_string);
     assert_eq!(
         version(&c.get("/", &[]).await.unwrap()).as_deref(),
         Some("1")

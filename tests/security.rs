@@ -5,10 +5,10 @@ mod common;
 
 use common::lookup::Lookup;
 use common::{server_line, tomcats, Opts, Tether};
-use tether::sim::send_raw;
+use tether::cli::sim::send_raw;
 
 /// `shop` (tc1) and `other` (tc2), with a listener `route_lookup` keyed on `X-User`.
-fn two_clusters_with_lookup(sims: &[tether::sim::TomcatSim], lookup: &Lookup) -> Tether {
+fn two_clusters_with_lookup(sims: &[tether::cli::sim::TomcatSim], lookup: &Lookup) -> Tether {
     let cluster = format!(
         "    servers:\n{}  - name: other\n    servers:\n{}",
         server_line(&sims[0], ""),
@@ -146,7 +146,7 @@ async fn removing_the_admin_section_on_reload_does_not_open_the_admin_api() {
 }
 
 /// The headers tc1 saw on its last request, as text.
-fn seen(sim: &tether::sim::TomcatSim, name: &str) -> Option<String> {
+fn seen(sim: &tether::cli::sim::TomcatSim, name: &str) -> Option<String> {
     sim.last_request_headers()
         .into_iter()
         .find(|(n, _)| n == name)

@@ -8,7 +8,7 @@ use common::{server_line, tomcats, Opts, Tether};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tether::sim::TomcatSim;
+use tether::cli::sim::TomcatSim;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

@@ -83,7 +83,7 @@ async fn errors_reply_timeouts_and_the_peak_are_counted_and_reset() {
         .map(|_| {
             let addr = t.addr;
             tokio::spawn(async move {
-                let mut client = tether::sim::HttpClient::new(addr);
+                let mut client = tether::cli::sim::HttpClient::new(addr);
                 client.get("/", &[]).await.unwrap().status
             })
         })

@@ -5,7 +5,7 @@ mod common;
 use common::{server_line, tomcats, Browser, Opts, Tether};
 use std::collections::HashMap;
 
-fn cluster(sims: &[tether::sim::TomcatSim], extras: &[&str]) -> String {
+fn cluster(sims: &[tether::cli::sim::TomcatSim], extras: &[&str]) -> String {
     let mut c = String::from("    servers:\n");
     for (i, sim) in sims.iter().enumerate() {
         c.push_str(&server_line(sim, extras.get(i).copied().unwrap_or("")));

@@ -21,7 +21,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tether::sim::{HttpClient, TomcatSim};
+use tether::cli::sim::{HttpClient, TomcatSim};
 
 /// One notification: who sent it, what it said, and whether `watched` was still running
 /// when it arrived.
@@ -253,7 +253,7 @@ async fn stopping_at_sigint_through_an_abstract_socket() {
     notify.wait_for(pid, "READY=1", Duration::from_secs(15));
     // Ready means a stop signal is handled: sent at once, it still stops tether its way.
     for signal in [libc::SIGTERM, libc::SIGINT] {
-        let handled = tether::systemd::catches(pid, signal);
+        let handled = tether::process::systemd::catches(pid, signal);
         assert!(handled, "signal {signal} handled when READY=1 comes");
     }
     get_ok(addr).await;
@@ -387,7 +387,7 @@ async fn an_upgrade_hands_the_main_pid_over_before_the_old_process_exits() {
     .unwrap();
     let said = String::from_utf8_lossy(&up.stdout);
     assert!(up.status.success(), "{up:?}\ntether's log:\n{}", log(&dir));
-    let new = tether::upgrade::read_pid(&pid_file).unwrap();
+    let new = tether::process::upgrade::read_pid(&pid_file).unwrap();
     assert_ne!(new, old);
     assert!(said.contains(&format!("pid {new} now serves")), "{said}");
     // Started by the old process, as inside the service (it drains for Pingora's 5 s).

@@ -8,7 +8,7 @@ use common::{free_port, scratch_dir, server_line, tomcats, Opts, Tether};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use tether::sim::TomcatSim;
+use tether::cli::sim::TomcatSim;
 
 /// `tls:` of a listener (indented 4), with `more` fields (indented 6).
 fn tls_yaml(pki: &Pki, more: &str) -> String {
@@ -123,7 +123,7 @@ async fn tls_with_sni_alpn_and_what_the_server_is_told() {
     assert!(served_subject(t.addr, Some("nope.test")).contains("a.test"));
     assert!(served_subject(t.addr, None).contains("a.test"));
     // Plain HTTP to the TLS port: no answer, counted.
-    let _ = tether::sim::send_raw(t.addr, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n").await;
+    let _ = tether::cli::sim::send_raw(t.addr, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n").await;
     // The client may see the alert before tether counted the failure: scrape until it did.
     let mut scrape = String::new();
     for _ in 0..50 {

@@ -12,7 +12,7 @@ mod common;
 use common::real_tomcat::RealTomcat;
 use common::{scratch_dir, Opts, Tether};
 use std::collections::HashMap;
-use tether::sim::HttpClient;
+use tether::cli::sim::HttpClient;
 
 /// Three JVMs at a time are enough for two cores: the tests take turns.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -90,7 +90,7 @@ impl Instances {
         )
     }
 
-    fn parse(&self, resp: &tether::sim::Response) -> Page {
+    fn parse(&self, resp: &tether::cli::sim::Response) -> Page {
         let body = resp.body_str();
         let field = |key: &str| {
             body.lines()

@@ -8,7 +8,7 @@ mod common;
 use common::{Opts, Tether};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use tether::sim::{WasCluster, WebSphereSim};
+use tether::cli::sim::{WasCluster, WebSphereSim};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// One request from `from` with the given `X-Forwarded-For` fields; the status.

@@ -6,7 +6,7 @@ mod common;
 use common::fleet::{cluster_yaml_with as cluster_yaml, was_cluster};
 use common::{scratch_dir, Browser, Opts, Tether};
 use std::time::Duration;
-use tether::sim::WebSphereSim;
+use tether::cli::sim::WebSphereSim;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Options for a tether in front of `sims` that keeps its tables in `<state>/state`, with
@@ -36,7 +36,7 @@ async fn new_sessions(t: &Tether, n: usize) -> (Vec<Browser>, Vec<String>) {
     (browsers, homes)
 }
 
-fn count(resp: &tether::sim::Response) -> u64 {
+fn count(resp: &tether::cli::sim::Response) -> u64 {
     resp.header("x-session-count").unwrap().parse().unwrap()
 }
 

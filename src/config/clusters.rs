@@ -273,8 +273,10 @@ fn ajp(raw: &super::raw_tls::RawAjp, tls: bool, path: &str, check: &mut Check) -
                 None
             }
         });
-    let range = crate::ajp::DEFAULT_PACKET_SIZE..=crate::ajp::MAX_PACKET_SIZE;
-    let packet_size = raw.packet_size.unwrap_or(crate::ajp::DEFAULT_PACKET_SIZE);
+    let range = crate::wire::ajp::DEFAULT_PACKET_SIZE..=crate::wire::ajp::MAX_PACKET_SIZE;
+    let packet_size = raw
+        .packet_size
+        .unwrap_or(crate::wire::ajp::DEFAULT_PACKET_SIZE);
     if !range.contains(&packet_size) {
         check.err(
             format!("{path}.packet_size"),
@@ -374,7 +376,7 @@ pub(super) fn servers(
                 clone,
             );
             // The partition table stores 32-bit tags of clone ids; two must not collide.
-            let tag = crate::stable_hash::clone_tag(clone.as_bytes());
+            let tag = crate::base::stable_hash::clone_tag(clone.as_bytes());
             match clone_tags.insert(tag, clone.clone()) {
                 Some(other) if fresh => check.err(
                     format!("{p}.clone_id"),

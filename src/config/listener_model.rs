@@ -70,7 +70,7 @@ pub enum Http1Path {
 /// Which code serves a listener's HTTP/2 streams (`listeners[].http2`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Http2Path {
-    /// tether's own HTTP/2 front end (`crate::http2`), the default; a listener whose
+    /// tether's own HTTP/2 front end (`crate::front::http2`), the default; a listener whose
     /// plugins change messages has its HTTP/2 connections served by Pingora's proxy.
     #[default]
     Engine,

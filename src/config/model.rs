@@ -176,7 +176,7 @@ pub struct ServerSettings {
     pub group: Option<String>,
     pub upstream_keepalive_pool_size: usize,
     /// Kept-alive connections per worker thread that keep their buffers while they wait
-    /// up to a second for their next request (tether's engine, `engine/grace.rs`).
+    /// up to a second for their next request (tether's engine, `front/engine/grace.rs`).
     pub idle_buffers_per_thread: usize,
 }
 

@@ -52,7 +52,7 @@ pub struct SharedState {
     /// different prefixes.
     pub key_prefix: String,
     /// This instance's name in the fleet (status, who made a change). `None`: a name is
-    /// chosen at the first start and kept in `state_dir` (`fleet/identity.rs`).
+    /// chosen at the first start and kept in `state_dir` (`services/fleet/identity.rs`).
     pub instance: Option<String>,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,

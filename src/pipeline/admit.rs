@@ -5,9 +5,9 @@
 use super::answer::{https_host, Answer};
 use super::{client_of, Front, RequestCtx};
 use crate::config::{Files, RouteAction};
-use crate::routes::Found;
 use crate::routing::ms_at;
-use crate::snapshot::Snapshot;
+use crate::routing::routes::Found;
+use crate::state::snapshot::Snapshot;
 use std::sync::Arc;
 use tether_plugins::Chain;
 
@@ -109,7 +109,7 @@ pub fn admit<'s: 'a, 'a>(
         Some(cluster) => {
             if let Some(settings) = compress_for(snapshot, listener, ctx) {
                 let accept = front.first(&http::header::ACCEPT_ENCODING);
-                ctx.compress = Some(crate::compress::Asked::of(settings, accept));
+                ctx.compress = Some(crate::pipeline::compress::Asked::of(settings, accept));
             }
             Admitted::Cluster {
                 cluster,

@@ -1,6 +1,6 @@
 //! The answers tether writes itself, as one type: what each says (status, fields, body)
 //! is decided here once; each front end only puts an [`Answer`] on its wire
-//! (`engine/answer.rs` for tether's HTTP/1 engine, `proxy/respond.rs` for Pingora's proxy).
+//! (`front/engine/answer.rs` for tether's HTTP/1 engine, `front/proxy/respond.rs` for Pingora's proxy).
 
 use crate::config::{ErrorPages, Page, Redirect};
 use crate::routing::Reject;

@@ -2,7 +2,7 @@
 
 use crate::metrics::ClusterMetrics;
 use crate::routing::{ClusterRouter, Decision, Outcome, Reject, Tried};
-use crate::snapshot::Snapshot;
+use crate::state::snapshot::Snapshot;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -50,7 +50,7 @@ pub struct RequestCtx {
     /// Informational (1xx) responses relayed so far.
     pub informational: u8,
     /// The cluster's TLS to its servers, when it has one.
-    pub upstream_tls: Option<Arc<crate::tls::UpstreamTls>>,
+    pub upstream_tls: Option<Arc<crate::state::tls::UpstreamTls>>,
     /// The cluster's Tomcat `SSLValve` header names, when set.
     pub ssl_headers: Option<Arc<crate::config::SslHeaders>>,
     /// AJP/1.3 to the cluster's servers, when it speaks it.
@@ -67,10 +67,10 @@ pub struct RequestCtx {
     pub slot: Option<crate::routing::Slot>,
     /// The `compress` settings and the coding the client takes, when compression is on for
     /// the request (set by `admit`).
-    pub compress: Option<crate::compress::Asked>,
+    pub compress: Option<crate::pipeline::compress::Asked>,
     /// The answer's compressor on Pingora's proxy, which compresses in a body filter (the
     /// other front ends keep theirs in their relay).
-    pub squeezing: Option<crate::compress::Encoder>,
+    pub squeezing: Option<crate::pipeline::compress::Encoder>,
 }
 
 impl Default for RequestCtx {
@@ -92,7 +92,7 @@ impl RequestCtx {
 
     pub fn new() -> Self {
         RequestCtx {
-            start: crate::poll_time::now(),
+            start: crate::base::poll_time::now(),
             connect_start: None,
             client: None,
             router: None,
@@ -147,7 +147,7 @@ impl RequestCtx {
         self.tried.push(server);
         self.server = Some(server);
         self.outcome = Some(outcome);
-        self.connect_start = Some(crate::poll_time::now());
+        self.connect_start = Some(crate::base::poll_time::now());
     }
 
     /// May the request have another try: within the cluster's `max_attempts`, and before
@@ -176,7 +176,7 @@ impl RequestCtx {
         self.release();
         self.slot = None;
         // One reading of the clock for the request's duration and the server's record.
-        let end = crate::poll_time::now();
+        let end = crate::base::poll_time::now();
         let duration = end.saturating_duration_since(self.start);
         if let Some(m) = &self.metrics {
             // A refused request went to no server, whatever it tried.

@@ -5,7 +5,7 @@
 
 use super::{fleet_wait, Front, RequestCtx};
 use crate::routing::{now_ms, ClusterRouter, Decision, Reject};
-use crate::snapshot::Snapshot;
+use crate::state::snapshot::Snapshot;
 use log::warn;
 
 impl RequestCtx {
@@ -48,7 +48,7 @@ pub async fn settled(ctx: &mut RequestCtx, front: &impl Front, d: Decision) -> D
 /// counted (`tether_routing_decisions_total{outcome="rejected"}`) and logged at warning
 /// level, at most once a second with the count.
 pub fn log_refusal(router: &ClusterRouter, reason: Reject) {
-    static EVERY: crate::logging::Every = crate::logging::Every::new(1000);
+    static EVERY: crate::base::every::Every = crate::base::every::Every::new(1000);
     if let Some(n) = EVERY.due(now_ms()) {
         let why = match reason {
             Reject::StickyForce => {

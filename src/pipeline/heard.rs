@@ -8,8 +8,8 @@
 //! replaced. A failed connect marks the server down too.
 
 use super::RequestCtx;
-use crate::http1::response::is_final;
 use crate::routing::{ms_at, now_ms, ClusterRouter, Fields, ServerSlot};
+use crate::wire::http1::response::is_final;
 use http::HeaderName;
 use log::{debug, info, warn};
 

@@ -3,7 +3,7 @@
 //! `r:session()`).
 
 use crate::routing::{now_ms, Decision, Reject};
-use crate::snapshot::Snapshot;
+use crate::state::snapshot::Snapshot;
 use pingora_http::RequestHeader;
 use tether_plugins::{SessionLens, SessionView};
 

@@ -2,7 +2,7 @@
 //! then the chosen cluster's (DESIGN section 5). Sessions still win inside the chosen cluster: the plugins
 //! only pick the cluster, and a server for requests without a session of that cluster.
 
-use crate::snapshot::Snapshot;
+use crate::state::snapshot::Snapshot;
 use pingora_http::RequestHeader;
 use std::sync::Arc;
 use tether_plugins::{Connection, Flow, ProxyFacts, Route, TlsFacts};
@@ -163,7 +163,7 @@ fn connection(
 pub fn tls_facts(
     digest: Option<&pingora_core::protocols::tls::SslDigest>,
 ) -> Option<Arc<TlsFacts>> {
-    let conn = digest?.extension.get::<crate::tls::ConnTls>()?;
+    let conn = digest?.extension.get::<crate::state::tls::ConnTls>()?;
     Some(conn.facts.clone())
 }
 

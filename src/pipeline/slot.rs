@@ -50,7 +50,7 @@ async fn wait(ctx: &mut RequestCtx, front: &impl Front, decision: Decision) -> D
         return decision;
     };
     let (queue, tried) = (router.queue, ctx.tried);
-    let started = crate::poll_time::now();
+    let started = crate::base::poll_time::now();
     let waited = if outcome == Outcome::NewSession {
         if router.waiting.queued() == 0 {
             if let Some((next, slot)) = with_room(&router, front, tried) {

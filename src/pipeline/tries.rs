@@ -5,8 +5,8 @@
 //! end, with what the front end must answer.
 
 use super::{connect_failed, decide, dropped, settled, take_now, take_slot, Front, RequestCtx};
-use crate::http1::head::Refusal;
 use crate::routing::{ms_at, now_ms, Decision, Reject};
+use crate::wire::http1::head::Refusal;
 
 /// Why a try failed whose new connection the server closed or reset before any byte of
 /// its answer ([`Failure::Dropped`]).

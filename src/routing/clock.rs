@@ -7,7 +7,7 @@ static EPOCH: Lazy<Instant> = Lazy::new(Instant::now);
 
 /// Milliseconds since the first call in this process; never 0 after the first millisecond.
 pub fn now_ms() -> u64 {
-    ms_at(crate::poll_time::now())
+    ms_at(crate::base::poll_time::now())
 }
 
 /// [`now_ms`] at an instant already read (a request's arrival), without reading the clock.

@@ -1,6 +1,6 @@
 //! A request's fields as the routing decision and the proxy core read them: the values of
 //! a field by name, in order. Pingora's `HeaderMap` is one; tether's HTTP/1 engine reads
-//! them straight from its read buffer (`crate::http1::head`), without building a map.
+//! them straight from its read buffer (`crate::wire::http1::head`), without building a map.
 
 use http::header::{HeaderMap, HeaderName};
 

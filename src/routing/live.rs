@@ -51,7 +51,7 @@ pub struct ServerLive {
     ejections: AtomicU32,
     /// The last active health check's result (health checks, for `/status`).
     last_check: ArcSwapOption<CheckResult>,
-    /// Why the server was last marked down, for people (`crate::reason`).
+    /// Why the server was last marked down, for people (`crate::pipeline::reason`).
     down_reason: ArcSwapOption<String>,
     /// `max_inflight` and the queue of requests waiting for a slot.
     slots: Arc<super::Slots>,

@@ -23,7 +23,7 @@ mod journal;
 #[cfg(test)]
 mod tests;
 
-pub use crate::stable_hash::{clone_tag, partition_key};
+pub use crate::base::stable_hash::{clone_tag, partition_key};
 pub use feed::Feed;
 pub use journal::{wall_ms, Change};
 

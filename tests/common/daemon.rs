@@ -9,7 +9,7 @@ pub struct KillOnDrop(pub PathBuf);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
-        if let Ok(pid) = tether::upgrade::read_pid(&self.0) {
+        if let Ok(pid) = tether::process::upgrade::read_pid(&self.0) {
             let _ = Command::new("kill")
                 .args(["-KILL", &pid.to_string()])
                 .status();

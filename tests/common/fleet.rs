@@ -3,7 +3,7 @@
 use super::redis::Redis;
 use super::{scrape, Opts, Tether};
 use std::time::{Duration, Instant};
-use tether::sim::{WasCluster, WebSphereSim};
+use tether::cli::sim::{WasCluster, WebSphereSim};
 
 /// Three clones, each owning two partitions.
 pub async fn was_cluster() -> (WasCluster, Vec<WebSphereSim>) {

@@ -22,7 +22,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use tether::sim::{HttpClient, TomcatSim};
+use tether::cli::sim::{HttpClient, TomcatSim};
 
 /// A running tether process; killed when dropped.
 pub struct Tether {

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use tether::sim::HttpClient;
+use tether::cli::sim::HttpClient;
 
 /// The path of a tool, or a panic that says how to get it (`./run test` installs it).
 pub fn tool(name: &str) -> PathBuf {

@@ -356,7 +356,7 @@ impl RealTomcat {
 
     /// The sessions Tomcat holds now, by its own count (`/sessions.jsp`, asked directly).
     pub async fn active_sessions(&self) -> u64 {
-        let mut c = tether::sim::HttpClient::new(self.addr);
+        let mut c = tether::cli::sim::HttpClient::new(self.addr);
         let resp = c.get("/sessions.jsp", &[]).await.expect("sessions.jsp");
         let text = String::from_utf8_lossy(&resp.body).into_owned();
         text.lines()

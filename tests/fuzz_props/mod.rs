@@ -137,11 +137,14 @@ pub fn route_glob(input: &[u8]) {
     if pattern.len() > 256 || text.len() > 1024 {
         return;
     }
-    let glob = tether::routes::glob::matches(pattern, text);
+    let glob = tether::routing::routes::glob::matches(pattern, text);
     check_glob(pattern, text, glob);
-    if !tether::routes::glob::has_wildcards(pattern) {
+    if !tether::routing::routes::glob::has_wildcards(pattern) {
         assert_eq!(glob, pattern == text);
-        assert_eq!(tether::routes::glob::literal_len(pattern), pattern.len());
+        assert_eq!(
+            tether::routing::routes::glob::literal_len(pattern),
+            pattern.len()
+        );
     }
 }
 
@@ -202,7 +205,7 @@ pub fn config_yaml(input: &[u8]) {
 
 /// The imported config either passes `tether -t` (tether's own parser), or the importer
 /// says what is wrong, at a line of the file when it names one.
-fn imported(result: Result<String, tether::import::ImportError>, files: &[(&str, &[u8])]) {
+fn imported(result: Result<String, tether::config::import::ImportError>, files: &[(&str, &[u8])]) {
     match result {
         Ok(yaml) => {
             // A host name is not looked up here (nothing leaves the machine); every other
@@ -237,11 +240,11 @@ fn imported(result: Result<String, tether::import::ImportError>, files: &[(&str,
 /// `workers.properties`, then (optional) `uriworkermap.properties` and an `httpd.conf`.
 pub fn jk_import(input: &[u8]) {
     let p = parts(input);
-    let text = |b: &[u8]| tether::import::text(b);
+    let text = |b: &[u8]| tether::config::import::text(b);
     let workers = text(p[0]);
     let map = p.get(1).map(|b| text(b));
     let httpd: Vec<String> = p.get(2).map(|b| text(b)).into_iter().collect();
-    let result = tether::import::mod_jk_text(
+    let result = tether::config::import::mod_jk_text(
         ("workers.properties", &workers),
         map.as_deref().map(|m| ("uriworkermap.properties", m)),
         &httpd
@@ -261,9 +264,9 @@ pub fn jk_import(input: &[u8]) {
 
 /// A WebSphere plug-in's `plugin-cfg.xml`.
 pub fn websphere_import(input: &[u8]) {
-    let text = tether::import::text(input);
+    let text = tether::config::import::text(input);
     imported(
-        tether::import::websphere_text("plugin-cfg.xml", &text),
+        tether::config::import::websphere_text("plugin-cfg.xml", &text),
         &[("plugin-cfg.xml", input)],
     );
 }
@@ -272,7 +275,7 @@ pub fn websphere_import(input: &[u8]) {
 /// what was read, the same bytes cut to that length read the same, and the facts it
 /// carries are printable.
 pub fn proxy_protocol(input: &[u8]) {
-    use tether::listener::proxy_protocol::{parse_header, Parsed};
+    use tether::front::listener::proxy_protocol::{parse_header, Parsed};
     match parse_header(input) {
         Parsed::Incomplete | Parsed::Refused(_) => {}
         Parsed::Header { len, client, facts } => {
@@ -311,9 +314,9 @@ pub fn proxy_protocol(input: &[u8]) {
 /// many fields as it declared, and a byte after a message it took makes it refused (but
 /// the NUL Tomcat puts after a body chunk).
 pub fn ajp_response(input: &[u8]) {
-    use tether::ajp::packet::frame;
-    use tether::ajp::response::{parse, Message};
-    if let Ok(Some(range)) = frame(input, tether::ajp::MAX_PACKET_SIZE) {
+    use tether::wire::ajp::packet::frame;
+    use tether::wire::ajp::response::{parse, Message};
+    if let Ok(Some(range)) = frame(input, tether::wire::ajp::MAX_PACKET_SIZE) {
         assert!(range.end <= input.len() && range.start == 4);
     }
     let within = |s: &[u8]| {

@@ -1,14 +1,14 @@
 //! The harness of the HTTP/1 differential, shared by its test
 //! (`tests/http1_differential.rs`, which replays `tests/corpus/http1/` and seeded
 //! mutations of it) and its coverage-guided fuzz target (`fuzz/`, `bench/fuzz`): the
-//! first request of a stream as tether's engine reads it (`tether::http1`) and as
+//! first request of a stream as tether's engine reads it (`tether::wire::http1`) and as
 //! pingora-proxy's path does (pingora-core's HTTP/1 session, then tether's
 //! `proxy::request_checks`), and which of their differences are on purpose.
 
 use pingora_core::protocols::http::v1::server::HttpSession;
-use tether::http1::chunked::{Decoder, Event};
-use tether::http1::framing::{self, Body};
-use tether::http1::head::RequestHead;
+use tether::wire::http1::chunked::{Decoder, Event};
+use tether::wire::http1::framing::{self, Body};
+use tether::wire::http1::head::RequestHead;
 
 /// A request as a server would be given it. Fields by lower-case name, sorted (Pingora's
 /// map keeps names' order only within a name), without the framing fields, whose effect
@@ -65,10 +65,10 @@ pub fn engine(input: &[u8]) -> Result<Request, String> {
     }
     let framing = framing::frame(head.minor, head.fields(input)).map_err(|r| r.why.to_string())?;
     let target = head.target.of(input);
-    let absolute = tether::http1::target::absolute(target).filter(|_| framing.host.is_some());
+    let absolute = tether::wire::http1::target::absolute(target).filter(|_| framing.host.is_some());
     if let Some(absolute) = &absolute {
         let host = head.values(input, "host").next();
-        tether::http1::target::check(absolute, host).map_err(|r| r.why.to_string())?;
+        tether::wire::http1::target::check(absolute, host).map_err(|r| r.why.to_string())?;
     }
     if !target.starts_with(b"/") && absolute.is_none() {
         // Other absolute forms, `*` and CONNECT's authority go to pingora-proxy with the
@@ -156,7 +156,7 @@ pub async fn pingora(input: &[u8]) -> Result<Request, String> {
         Err(e) => return Err(e.to_string()),
     }
     let raw = session.get_headers_raw_bytes();
-    tether::proxy::request_checks::check(session.req_header_mut(), Some(&raw))
+    tether::front::proxy::request_checks::check(session.req_header_mut(), Some(&raw))
         .map_err(str::to_string)?;
     let mut body = Vec::new();
     loop {

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
-use tether::sim::HttpClient;
+use tether::cli::sim::HttpClient;
 use tokio::sync::Mutex;
 
 /// What a user checks in an answer.

@@ -171,7 +171,7 @@ async fn oversized(addr: SocketAddr) -> Result<(), String> {
     let mut head = b"GET /big HTTP/1.1\r\nHost: soak\r\nX-Big: ".to_vec();
     head.resize(head.len() + 32 * 1024, b'a');
     head.extend_from_slice(b"\r\n\r\n");
-    let r = tether::sim::send_raw(addr, &head)
+    let r = tether::cli::sim::send_raw(addr, &head)
         .await
         .map_err(|e| e.to_string())?;
     if r.status == 431 {

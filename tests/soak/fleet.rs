@@ -10,7 +10,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use tether::sim::{HttpClient, TomcatSim, WasCluster, WebSphereSim};
+use tether::cli::sim::{HttpClient, TomcatSim, WasCluster, WebSphereSim};
 
 /// Settings every instance shares; the weights of the Tomcats change with each reload.
 pub struct Settings {
@@ -64,7 +64,7 @@ impl Instance {
 
     /// The running process's id (from the pid file: an upgrade changes it).
     pub fn pid(&self) -> Option<i32> {
-        tether::upgrade::read_pid(&self.dir.join("tether.pid")).ok()
+        tether::process::upgrade::read_pid(&self.dir.join("tether.pid")).ok()
     }
 
     /// Writes the config, the Tomcats weighted `weights`; written whole, then renamed.

@@ -148,7 +148,7 @@ pub struct Cluster {
     pub prefix: &'static str,
     pub servers: Vec<String>,
     /// WebSphere: the partition owners' cluster, and server name → clone id.
-    pub websphere: Option<(tether::sim::WasCluster, Vec<(String, String)>)>,
+    pub websphere: Option<(tether::cli::sim::WasCluster, Vec<(String, String)>)>,
 }
 
 impl Cluster {

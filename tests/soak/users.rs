@@ -8,7 +8,7 @@ use crate::truth::{judge, Asked, Cluster, Session, Stats, Truth};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tether::sim::HttpClient;
+use tether::cli::sim::HttpClient;
 use tokio::task::JoinHandle;
 
 /// Requests per session before the user comes back as a new visitor.

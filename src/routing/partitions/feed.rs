@@ -8,7 +8,7 @@
 //! owner, which is up: IBM PK48101 across a fleet. Likewise, a moment after another
 //! instance failed a dead clone's partition over, a failover here would send a second
 //! `$WSFO`, to the new owner whose affinity holds: IBM PM30968 across a fleet. So such
-//! requests wait for the fleet first (`proxy/fleet_wait.rs`), while the table is fed.
+//! requests wait for the fleet first (`pipeline/fleet_wait.rs`), while the table is fed.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use tokio::sync::futures::Notified;
