@@ -162,9 +162,9 @@ pub struct HealthCheck {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerSettings {
     pub threads: usize,
-    /// Off by default: one event loop per thread, as nginx and HAProxy run, measured at 2
-    /// threads with 12–25% lower p99 and less CPU per request than Pingora's stealing
-    /// scheduler (bench/results/HISTORY.md, "Pingora's proxy path: what was tried").
+    /// Off by default: one event loop per thread, as nginx and HAProxy run, which measured
+    /// a lower p99 and less CPU per request than Pingora's stealing scheduler
+    /// (bench/results/HISTORY.md, "Pingora's proxy path: what was tried").
     pub work_stealing: bool,
     pub grace_period_seconds: u64,
     pub graceful_shutdown_timeout_seconds: u64,
