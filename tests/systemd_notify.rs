@@ -135,9 +135,9 @@ impl NotifySocket {
     }
 }
 
-/// The listener on tether's own front ends: on Pingora's proxy a quick stop (`SIGINT`)
-/// can keep the process past the test's wait while Pingora's accept loop spins on its
-/// runtime's shutdown, and these tests are about the notifications, not the front ends.
+/// The listener on tether's own front ends, named, so that both of the suite's passes run
+/// the same tests: they are about the notifications, not the front ends (one test below
+/// stops Pingora's proxy).
 fn config(dir: &Path, addr: SocketAddr, sims: &[TomcatSim], top: &str) -> PathBuf {
     let d = dir.display();
     let mut y = format!(
@@ -260,6 +260,53 @@ async fn stopping_at_sigint_through_an_abstract_socket() {
     kill(pid, libc::SIGINT);
     notify.wait_for(pid, "STOPPING=1", Duration::from_secs(5));
     wait_exit(&mut child, Duration::from_secs(10));
+}
+
+/// On Pingora's proxy a quick stop can keep the process a while after `SIGINT` (its accept
+/// loop spins on its runtime's shutdown): `STOPPING=1` comes when the stop begins, not
+/// when the process is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_at_sigint_on_pingoras_proxy_comes_when_the_stop_begins() {
+    let sims = tomcats(1).await;
+    let dir = scratch_dir("notify-int-proxy");
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let conf = config(&dir, addr, &sims, "");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let proxied = text.replace("http1: engine, http2: engine", "http1: proxy, http2: proxy");
+    assert_ne!(text, proxied, "the listener names its front ends");
+    std::fs::write(&conf, proxied).unwrap();
+    let notify = NotifySocket::in_abstract_namespace("int-proxy");
+    let mut child = start(&dir, &conf, &notify);
+    let pid = child.id() as i32;
+    notify.wait_for(pid, "READY=1", Duration::from_secs(15));
+    for _ in 0..3 {
+        get_ok(addr).await;
+    }
+    // Clients that stay: idle ones, and one whose request head is not complete.
+    let mut held = Vec::new();
+    for i in 0..20 {
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        if i == 0 {
+            tokio::io::AsyncWriteExt::write_all(&mut c, b"GET / HTTP/1.1\r\nHost: x\r\n")
+                .await
+                .unwrap();
+        }
+        held.push(c);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    kill(pid, libc::SIGINT);
+    let said = Instant::now();
+    notify.wait_for(pid, "STOPPING=1", Duration::from_secs(2));
+    println!("STOPPING=1 {:?} after SIGINT", said.elapsed());
+    wait_exit(&mut child, Duration::from_secs(15));
+    let mut later = Vec::new();
+    while let Some(message) = notify.recv() {
+        later.push(message);
+    }
+    let again = later
+        .iter()
+        .any(|(_, text)| text.lines().any(|l| l == "STOPPING=1"));
+    assert!(!again, "STOPPING=1 is said once: {later:?}");
 }
 
 /// The parent of process `pid` (from /proc).

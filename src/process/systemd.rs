@@ -12,7 +12,9 @@
 //! in the abstract namespace when it starts with `@`); without the variable nothing is sent.
 //! The variable stays set: the process that replaces this one in an upgrade inherits it.
 //! Messages go out from a background service, which starts after daemonizing (`-d`), so the
-//! pid they carry is the daemon's.
+//! pid they carry is the daemon's. `STOPPING=1` goes out from a thread of its own the moment
+//! a stop begins: a quick stop (`SIGINT`) tears the services' runtimes down at once, and the
+//! rest of the stop may take a while.
 
 use async_trait::async_trait;
 use log::warn;
@@ -23,6 +25,7 @@ use std::net::SocketAddr;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{SocketAddr as UnixAddr, UnixDatagram};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
@@ -69,6 +72,35 @@ fn send(state: &str) {
     if let Err(e) = notify(state) {
         let first = state.lines().next().unwrap_or("");
         warn!("cannot tell systemd {first}: {e}");
+    }
+}
+
+/// Whether `STOPPING=1` went out: it is said once, by whoever sees the stop first.
+static STOPPING_SAID: AtomicBool = AtomicBool::new(false);
+
+/// `STOPPING=1` (with `status`, if any), once.
+fn stopping(status: Option<&str>) {
+    if STOPPING_SAID.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    match status {
+        Some(status) => send(&format!("STOPPING=1\nSTATUS={status}")),
+        None => send("STOPPING=1"),
+    }
+}
+
+/// Waits for a stop on a thread, not a runtime's task: `STOPPING=1` when one begins, nothing
+/// when the sockets go to a new process (which tells systemd itself).
+fn watch_for_the_stop(mut phases: broadcast::Receiver<ExecutionPhase>) {
+    loop {
+        match phases.blocking_recv() {
+            Ok(ExecutionPhase::GracefulTerminate) => {
+                return stopping(Some("stopping: serving open connections, accepting none"));
+            }
+            Ok(ExecutionPhase::ShutdownStarted) => return stopping(None),
+            Ok(ExecutionPhase::GracefulUpgradeTransferringFds) | Err(RecvError::Closed) => return,
+            Ok(_) | Err(RecvError::Lagged(_)) => {}
+        }
     }
 }
 
@@ -131,16 +163,22 @@ impl BackgroundService for Notifier {
         send(&format!("MAINPID={pid}"));
         let taken = self.phases.lock().unwrap_or_else(|e| e.into_inner()).take();
         let Some(mut phases) = taken else { return };
+        let stop = phases.resubscribe();
+        let watching = std::thread::Builder::new()
+            .name("tether-stop-notify".into())
+            .spawn(move || watch_for_the_stop(stop));
+        if let Err(e) = watching {
+            warn!("cannot watch for the stop (STOPPING=1 comes when the run ends): {e}");
+        }
         let mut ready = false;
         loop {
             tokio::select! {
                 phase = phases.recv() => match phase {
-                    Ok(ExecutionPhase::GracefulTerminate) => {
-                        send("STOPPING=1\nSTATUS=stopping: serving open connections, accepting none");
-                        return;
-                    }
-                    // The sockets go to a new process, which tells systemd itself.
-                    Ok(ExecutionPhase::GracefulUpgradeTransferringFds) | Err(RecvError::Closed) => return,
+                    // Stopping or handed over: never READY=1 after that.
+                    Ok(ExecutionPhase::GracefulTerminate)
+                    | Ok(ExecutionPhase::ShutdownStarted)
+                    | Ok(ExecutionPhase::GracefulUpgradeTransferringFds)
+                    | Err(RecvError::Closed) => return,
                     Ok(_) | Err(RecvError::Lagged(_)) => {}
                 },
                 () = tokio::time::sleep(LISTEN_CHECK), if !ready => {
@@ -166,7 +204,7 @@ pub fn after_run(mut phases: broadcast::Receiver<ExecutionPhase>) {
             Err(TryRecvError::Empty | TryRecvError::Closed) => break,
         }
     }
-    send("STOPPING=1");
+    stopping(None);
 }
 
 #[cfg(test)]
