@@ -5,6 +5,7 @@
 //! end, with what the front end must answer.
 
 use super::{connect_failed, decide, dropped, settled, take_now, take_slot, Front, RequestCtx};
+use super::{Heard, FAILED_STATUS};
 use crate::routing::{ms_at, now_ms, Decision, Reject};
 use crate::wire::http1::head::Refusal;
 
@@ -62,6 +63,24 @@ pub enum Failure {
 }
 
 impl Failure {
+    /// How a try goes on after its server's answer head was `heard` (`status`), for the
+    /// front ends that carry out the exchange: `Ok(true)` a final answer to relay,
+    /// `Ok(false)` an interim one to relay before the final one is read, else how the try
+    /// ended.
+    pub fn after_head(heard: Heard, status: u16) -> Result<bool, Failure> {
+        match heard {
+            Heard::Final => Ok(true),
+            Heard::Interim => Ok(false),
+            Heard::Retry => Err(Failure::Status),
+            Heard::Replace => Err(Failure::Replaced(status)),
+            Heard::Failed => Err(Failure::Upstream(FAILED_STATUS, "fail_on_status")),
+            Heard::TooManyInterim => Err(Failure::Upstream(
+                502,
+                "too many informational (1xx) responses",
+            )),
+        }
+    }
+
     /// The failure as it ends the request once its body streamed to the server (nothing
     /// is sent again): no kind that another try could mend.
     pub fn unsendable(self) -> Failure {

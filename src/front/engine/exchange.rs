@@ -14,7 +14,7 @@ use crate::pipeline::compress::{self, Plan};
 use crate::pipeline::upstream::request_head::{self, Replaced};
 use crate::pipeline::upstream::{self, pool};
 use crate::pipeline::Secure;
-use crate::pipeline::{self, Failure, Heard, Relayed, RequestCtx, FAILED_STATUS};
+use crate::pipeline::{self, Failure, Relayed, RequestCtx};
 use crate::routing::Timeouts;
 use crate::wire::http1::framing::Body;
 use crate::wire::http1::response::Framing;
@@ -113,29 +113,17 @@ pub async fn attempt(
             &upstream::ServerFields(&c.up_head, &c.up_buf),
             may_retry,
         );
-        match heard {
-            Heard::TooManyInterim => {
-                return Err(Failure::Upstream(
-                    502,
-                    "too many informational (1xx) responses",
-                ))
+        if !Failure::after_head(heard, status)? {
+            client_head(c, Framing::None, true, req.http10, None);
+            if to_client(&mut c.stream, &c.out, &req.limits, listener)
+                .await
+                .is_err()
+            {
+                return Err(Failure::Client(0));
             }
-            Heard::Interim => {
-                client_head(c, Framing::None, true, req.http10, None);
-                if to_client(&mut c.stream, &c.out, &req.limits, listener)
-                    .await
-                    .is_err()
-                {
-                    return Err(Failure::Client(0));
-                }
-                c.up_buf.copy_within(len..filled, 0);
-                filled -= len;
-                continue;
-            }
-            Heard::Retry => return Err(Failure::Status),
-            Heard::Replace => return Err(Failure::Replaced(status)),
-            Heard::Failed => return Err(Failure::Upstream(FAILED_STATUS, "fail_on_status")),
-            Heard::Final => {}
+            c.up_buf.copy_within(len..filled, 0);
+            filled -= len;
+            continue;
         }
         // A `101` is framed as having no body, and the connection is the tunnel's after it.
         let upgraded = status == 101;

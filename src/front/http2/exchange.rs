@@ -13,7 +13,7 @@ use crate::pipeline::upstream::request_head::{
 };
 use crate::pipeline::upstream::{self, pool, BodyReader, Connected, ServerFields, Watch};
 use crate::pipeline::Secure;
-use crate::pipeline::{self, Failure, Heard, Relayed, RequestCtx, FAILED_STATUS};
+use crate::pipeline::{self, Failure, Relayed, RequestCtx};
 use crate::wire::http1::response::ResponseHead;
 use bytes::Bytes;
 use h2::server::SendResponse;
@@ -120,25 +120,14 @@ pub(super) async fn attempt(
         let streamed = x.upload.streamed();
         let method = x.parts.method.as_str().as_bytes();
         let may_retry = || !streamed && pipeline::idempotent(method);
-        match pipeline::heard(ctx, status, &ServerFields(&x.head, &x.buf), may_retry) {
-            Heard::TooManyInterim => {
-                return Err(Failure::Upstream(
-                    502,
-                    "too many informational (1xx) responses",
-                ))
-            }
-            Heard::Interim => {
-                let _ = x
-                    .respond
-                    .send_informational(response(x.head.status, x.head.fields(&x.buf)));
-                x.buf.copy_within(len..filled, 0);
-                filled -= len;
-                continue;
-            }
-            Heard::Retry => return Err(Failure::Status),
-            Heard::Replace => return Err(Failure::Replaced(status)),
-            Heard::Failed => return Err(Failure::Upstream(FAILED_STATUS, "fail_on_status")),
-            Heard::Final => {}
+        let heard = pipeline::heard(ctx, status, &ServerFields(&x.head, &x.buf), may_retry);
+        if !Failure::after_head(heard, status)? {
+            let _ = x
+                .respond
+                .send_informational(response(x.head.status, x.head.fields(&x.buf)));
+            x.buf.copy_within(len..filled, 0);
+            filled -= len;
+            continue;
         }
         let mut reader = BodyReader::new(framing, (len, filled));
         let head_request = x.parts.method == http::Method::HEAD;

@@ -134,19 +134,8 @@ pub fn heard(
     fields: crate::wire::ajp::ResponseHeaders<'_>,
     may_retry: impl FnOnce() -> bool,
 ) -> Result<bool, Failure> {
-    match pipeline::heard(ctx, status, &AjpFields(fields), may_retry) {
-        pipeline::Heard::Final => Ok(true),
-        pipeline::Heard::Interim => Ok(false),
-        pipeline::Heard::Retry => Err(Failure::Status),
-        pipeline::Heard::Replace => Err(Failure::Replaced(status)),
-        pipeline::Heard::Failed => {
-            Err(Failure::Upstream(pipeline::FAILED_STATUS, "fail_on_status"))
-        }
-        pipeline::Heard::TooManyInterim => Err(Failure::Upstream(
-            502,
-            "too many informational (1xx) responses",
-        )),
-    }
+    let heard = pipeline::heard(ctx, status, &AjpFields(fields), may_retry);
+    Failure::after_head(heard, status)
 }
 
 /// A connection for a try over AJP: a kept one or a new one, then asked with a CPing as
