@@ -298,7 +298,10 @@ fn main() -> ExitCode {
                 tether::process::free_memory::ReturnFreedMemory,
             ));
             let phases = server.watch_execution_phase();
-            server.run(pingora_core::server::RunArgs::default());
+            let signals = tether::process::signals::Signals::new(control.clone());
+            server.run(pingora_core::server::RunArgs {
+                shutdown_signal: Box::new(signals),
+            });
             tether::process::systemd::after_run(phases);
             // Pingora cancels background tasks at shutdown; the last save happens here,
             // after the last request, so a restart or upgrade finds the whole table.

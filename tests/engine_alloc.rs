@@ -193,7 +193,7 @@ fn serve_and_count(tls: bool) {
         let mut warm_up = 0;
         for i in 0..REQUESTS {
             let before = counting::so_far();
-            conn = match engine.serve(conn, false).await {
+            conn = match engine.serve(conn, false, i == 0).await {
                 Next::KeepAlive(c) => c,
                 _ => panic!("request {i}: the connection did not stay open"),
             };

@@ -107,7 +107,11 @@ pub fn run(listen: Option<SocketAddr>) -> ExitCode {
             std::future::pending::<()>().await;
         })
     });
-    server.run_forever()
+    let signals = crate::process::signals::Signals::new(control);
+    server.run(pingora_core::server::RunArgs {
+        shutdown_signal: Box::new(signals),
+    });
+    ExitCode::SUCCESS
 }
 
 /// 127.0.0.1:`preferred` when it is free, else any free loopback port.

@@ -300,10 +300,15 @@ impl ServerApp for Listener {
         None
     }
 
+    /// The stop, once the listener accepts no more. Pingora's proxy closes every connection
+    /// that waits for a request when its cleanup runs, a new one whose request is on its way
+    /// too, which its client would see fail unanswered: the cleanup comes the engine's grace
+    /// later, which is what the engine gives a new connection's first request.
     async fn cleanup(&self) {
         if let Some(engine) = &self.engine {
             engine.stop();
         }
+        tokio::time::sleep(IDLE_GRACE).await;
         self.proxy.http_cleanup().await;
     }
 }

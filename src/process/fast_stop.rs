@@ -8,7 +8,8 @@
 //! which are being shut down) that exits the process on `SIGINT`, or when no client
 //! connection is left: `grace_period_seconds` is then the longest an open connection is
 //! waited for, not a wait every stop makes. Before it exits it saves the partition tables
-//! and writes out the access log.
+//! and writes out the access log (`exit_now`, which a `SIGINT` before any stop also takes:
+//! `process/signals.rs`).
 
 use crate::services::control::Control;
 use async_trait::async_trait;
@@ -94,16 +95,23 @@ impl BackgroundService for FastStop {
                         "{why} after {:.1} s: exiting",
                         started.elapsed().as_secs_f64()
                     );
-                    if let Some(dir) = &control.config().state_dir {
-                        crate::services::persist::save_all(control.snapshot(), dir);
-                    }
-                    crate::pipeline::access_log::flush_all(std::time::Duration::from_secs(1));
-                    crate::process::upgrade::remove_pid_file(&control.config().server.pid_file);
-                    std::process::exit(0);
+                    exit_now(&control)
                 });
             });
         if let Err(e) = spawned {
             warn!("the graceful stop will wait out its grace period: {e}");
         }
     }
+}
+
+/// Ends the process at once, keeping what a stop must not lose: the partition tables (in
+/// `state_dir`), the access log's last records, and the pid file's removal. Open connections
+/// are cut; nothing waits for the runtimes, whose tasks are simply dropped with the process.
+pub fn exit_now(control: &Control) -> ! {
+    if let Some(dir) = &control.config().state_dir {
+        crate::services::persist::save_all(control.snapshot(), dir);
+    }
+    crate::pipeline::access_log::flush_all(std::time::Duration::from_secs(1));
+    crate::process::upgrade::remove_pid_file(&control.config().server.pid_file);
+    std::process::exit(0)
 }

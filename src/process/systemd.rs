@@ -79,7 +79,7 @@ fn send(state: &str) {
 static STOPPING_SAID: AtomicBool = AtomicBool::new(false);
 
 /// `STOPPING=1` (with `status`, if any), once.
-fn stopping(status: Option<&str>) {
+pub fn stopping(status: Option<&str>) {
     if STOPPING_SAID.swap(true, Ordering::AcqRel) {
         return;
     }

@@ -195,6 +195,8 @@ pub struct Opts {
     pub no_default_cluster: bool,
     /// `server.grace_period_seconds` (0: a graceful stop ends at once).
     pub grace: u64,
+    /// `server.threads` (0: 2).
+    pub threads: usize,
 }
 
 impl Tether {
@@ -239,12 +241,13 @@ impl Tether {
                 top.push_str(&opts.admin_extra);
             }
             let yaml = format!(
-                "server:\n  threads: 2\n  grace_period_seconds: {grace}\n  graceful_shutdown_timeout_seconds: 1\n  \
+                "server:\n  threads: {threads}\n  grace_period_seconds: {grace}\n  graceful_shutdown_timeout_seconds: 1\n  \
                  pid_file: {d}/tether.pid\n  upgrade_sock: {d}/upgrade.sock\n{server}{top}\
                  listeners:\n  - name: web\n    address: \"{addr}\"\n{default}{extra}{plugins}{more}\
                  clusters:\n  - name: shop\n{cluster}",
                 d = dir.display(),
                 grace = opts.grace,
+                threads = if opts.threads == 0 { 2 } else { opts.threads },
                 top = top,
                 server = opts.server_extra,
                 default = if opts.no_default_cluster { "" } else { "    cluster: shop\n" },

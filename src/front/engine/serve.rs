@@ -98,14 +98,21 @@ impl Engine {
         }
     }
 
-    /// The server is stopping: idle connections close, answered ones are not kept.
+    /// The server is stopping: connections that wait for their next request close, and
+    /// answered ones are not kept. A new connection's first request is still read (its
+    /// head deadline bounds the wait) and answered with `Connection: close`: its client
+    /// sent it, or is about to, to a process that accepted the connection, and unlike a
+    /// request on a kept-alive connection it is not one that a client retries when the
+    /// connection closes unanswered.
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::Release);
         self.shutdown.notify_waiters();
     }
 
-    /// Reads one request from the connection and serves it, or hands it over.
-    pub async fn serve(&self, mut c: Box<Conn>, stopping: bool) -> Next {
+    /// Reads one request from the connection and serves it, or hands it over. `first`: the first
+    /// request of a run (a new connection's, or one whose first bytes are read), which a
+    /// stop does not cancel while it is awaited.
+    pub async fn serve(&self, mut c: Box<Conn>, stopping: bool, first: bool) -> Next {
         let stop = self.shutdown.notified();
         tokio::pin!(stop);
         stop.as_mut().enable();
@@ -118,7 +125,7 @@ impl Engine {
                     return Next::Close;
                 }
             }
-            if self.stopping.load(Ordering::Acquire) && c.end == 0 {
+            if !first && c.end == 0 && self.stopping.load(Ordering::Acquire) {
                 return Next::Close;
             }
             // The head's size is bounded by the listener's stream (`HeadLimited`), which
@@ -132,7 +139,7 @@ impl Engine {
                 let read = tokio::select! {
                     biased;
                     r = crate::base::poll_time::timeout(IDLE_GRACE, c.read_more(usize::MAX)) => r,
-                    () = stop.as_mut() => return Next::Close,
+                    () = stop.as_mut(), if !first => return Next::Close,
                 };
                 match read {
                     Ok(r) => r,

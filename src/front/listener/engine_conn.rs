@@ -178,9 +178,13 @@ impl Listener {
         budget: &HeadBudget,
         until: &mut Instant,
     ) -> Option<Next> {
+        // A run starts with a new connection or with its next request's first bytes read:
+        // its first request is read even if the server stops meanwhile.
+        let mut first = true;
         loop {
             let stopping = *self.shutdown().borrow();
-            let serve = pin!(engine.serve(conn, stopping));
+            let serve = pin!(engine.serve(conn, stopping, first));
+            first = false;
             match self.within_deadline(serve, *until, budget).await? {
                 Next::KeepAlive(c) => conn = c,
                 Next::Close => return None,
