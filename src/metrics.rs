@@ -178,6 +178,7 @@ pub struct VersionCounters {
     pub http10: IntCounter,
     pub http11: IntCounter,
     pub http2: IntCounter,
+    pub http3: IntCounter,
 }
 
 impl VersionCounters {
@@ -187,12 +188,14 @@ impl VersionCounters {
             http10: c("1.0"),
             http11: c("1.1"),
             http2: c("2"),
+            http3: c("3"),
         }
     }
 
     pub fn count(&self, version: http::Version) {
         match version {
             http::Version::HTTP_2 => self.http2.inc(),
+            http::Version::HTTP_3 => self.http3.inc(),
             http::Version::HTTP_10 | http::Version::HTTP_09 => self.http10.inc(),
             _ => self.http11.inc(),
         }

@@ -133,7 +133,13 @@ fn front(backend: std::net::SocketAddr) -> tether::front::http2::Http2 {
     let snapshot = Arc::new(arc_swap::ArcSwap::from_pointee(
         tether::state::snapshot::Snapshot::build(&config, None),
     ));
-    tether::front::http2::Http2::new(snapshot, 0, "web", None, ConnectorOptions::new(8))
+    tether::front::http2::Http2::new(tether::front::streams::Streams::new(
+        snapshot,
+        0,
+        "web",
+        None,
+        ConnectorOptions::new(8),
+    ))
 }
 
 /// Serves `tcp` on this thread's runtime, in a task as the listener does.
@@ -147,7 +153,7 @@ fn serve(
     tokio::spawn(async move {
         let stream: Stream = Box::new(TcpClient::new(tcp, peer));
         let (peer, local) = tether::front::listener::tcp::addresses(&stream);
-        let link = tether::front::http2::Link {
+        let link = tether::front::streams::Link {
             peer,
             local,
             tls: None,
@@ -241,7 +247,7 @@ fn allocations_per_http2_request_are_counted_and_bounded() {
         let (tcp, peer) = listener.accept().await.unwrap();
         let stream: Stream = Box::new(TcpClient::new(tcp, peer));
         let (peer, local) = tether::front::listener::tcp::addresses(&stream);
-        let link = tether::front::http2::Link {
+        let link = tether::front::streams::Link {
             peer,
             local,
             tls: None,

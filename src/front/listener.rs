@@ -446,7 +446,7 @@ impl Listener {
                 if let Some(http2) = self.http2.as_ref() {
                     if !self.snapshot.load().plugins_edit() {
                         let (peer, local) = tcp::addresses(&stream);
-                        let link = crate::front::http2::Link {
+                        let link = crate::front::streams::Link {
                             peer,
                             local,
                             tls: stream.get_ssl_digest(),

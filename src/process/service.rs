@@ -194,13 +194,13 @@ pub fn build_server(
             )
         });
         let http2 = (listener.http2 == Http2Path::Engine).then(|| {
-            crate::front::http2::Http2::new(
+            crate::front::http2::Http2::new(crate::front::streams::Streams::new(
                 snapshot.clone(),
                 i,
                 &listener.name,
                 access_log.clone(),
                 ConnectorOptions::from_server_conf(&server.configuration),
-            )
+            ))
         });
         let app = Listener::new(
             proxy,

@@ -5,8 +5,8 @@
 //! streams it opens (rapid reset) is ended.
 
 use super::settings;
-use super::stream::Served;
-use super::{Http2, Link};
+use super::Http2;
+use crate::front::streams::{Link, Served};
 use bytes::Bytes;
 use futures::stream::{FuturesUnordered, StreamExt};
 use log::debug;
@@ -21,13 +21,14 @@ const GOAWAY_DRAIN: Duration = Duration::from_secs(5);
 impl Http2 {
     /// Serves the connection (its client preface not read yet) until it ends.
     pub async fn serve(&self, stream: Stream, link: Link, mut shutdown: ShutdownWatch) {
-        let limits = self.snapshot.load().limits[self.listener];
+        let limits = self.streams.limits();
+        let name = self.streams.name();
         let handshake = settings::builder(&limits).handshake::<_, Bytes>(stream);
         let mut conn =
             match crate::base::poll_time::timeout(limits.request_head_timeout, handshake).await {
                 Ok(Ok(conn)) => conn,
-                Ok(Err(e)) => return debug!("listener {}: HTTP/2 handshake: {e}", self.name),
-                Err(_) => return debug!("listener {}: HTTP/2 handshake timed out", self.name),
+                Ok(Err(e)) => return debug!("listener {name}: HTTP/2 handshake: {e}"),
+                Err(_) => return debug!("listener {name}: HTTP/2 handshake timed out"),
             };
         let mut streams = FuturesUnordered::new();
         let (mut opened, mut reset) = (0u64, 0u64);
@@ -50,7 +51,7 @@ impl Http2 {
                         reset += 1;
                     }
                     if reset > settings::SERVED_RESETS && 2 * reset > opened {
-                        crate::metrics::client_closed(&self.name, "http2_rapid_reset");
+                        crate::metrics::client_closed(name, "http2_rapid_reset");
                         conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
                         closing = true;
                     }
@@ -67,10 +68,11 @@ impl Http2 {
                         // stream is held (the h2 crate keeps some); a stream's future is
                         // several KiB, a box's pointer is not, and an idle connection
                         // should hold neither.
-                        streams.push(Box::pin(self.stream(request, respond, &link)));
+                        let (parts, recv) = request.into_parts();
+                        streams.push(Box::pin(self.streams.stream(parts, recv, respond, &link)));
                     }
                     Some(Err(e)) => {
-                        debug!("listener {}: HTTP/2 connection: {e}", self.name);
+                        debug!("listener {name}: HTTP/2 connection: {e}");
                         break;
                     }
                     None => break,

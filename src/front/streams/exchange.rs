@@ -4,9 +4,10 @@
 //! sent on as informational heads) and its body as data within the client's window.
 
 use super::body::Upload;
+use super::io::{RecvBody, Reset, Respond, SendBody};
 use super::send;
 use super::tunnel;
-use super::{Http2, Link};
+use super::{Link, Streams};
 use crate::pipeline::compress;
 use crate::pipeline::upstream::request_head::{
     self, dropped, framing, line, Replaced, Source, Upstream,
@@ -16,18 +17,17 @@ use crate::pipeline::Secure;
 use crate::pipeline::{self, Failure, Relayed, RequestCtx};
 use crate::wire::http1::response::ResponseHead;
 use bytes::Bytes;
-use h2::server::SendResponse;
 use http::request::Parts;
 use log::warn;
 use std::task::{Context, Poll};
 
 /// What a stream's tries share: the request, its body, the stream to answer on, and the
 /// buffers of its exchanges.
-pub(super) struct Exchange<'a> {
+pub(super) struct Exchange<'a, B: RecvBody, R: Respond> {
     pub parts: &'a Parts,
     pub link: &'a Link,
-    pub upload: &'a mut Upload,
-    pub respond: &'a mut SendResponse<Bytes>,
+    pub upload: &'a mut Upload<B>,
+    pub respond: &'a mut R,
     pub out: Vec<u8>,
     pub buf: Vec<u8>,
     head: ResponseHead,
@@ -35,12 +35,12 @@ pub(super) struct Exchange<'a> {
     tunnel: Option<[u8; 24]>,
 }
 
-impl<'a> Exchange<'a> {
+impl<'a, B: RecvBody, R: Respond> Exchange<'a, B, R> {
     pub fn new(
         parts: &'a Parts,
         link: &'a Link,
-        upload: &'a mut Upload,
-        respond: &'a mut SendResponse<Bytes>,
+        upload: &'a mut Upload<B>,
+        respond: &'a mut R,
         tunnel: bool,
     ) -> Self {
         Exchange {
@@ -57,8 +57,8 @@ impl<'a> Exchange<'a> {
 }
 
 pub(super) async fn attempt(
-    h2: &Http2,
-    x: &mut Exchange<'_>,
+    streams: &Streams,
+    x: &mut Exchange<'_, impl RecvBody, impl Respond>,
     ctx: &mut RequestCtx,
 ) -> Result<Relayed, Failure> {
     let router = ctx.router.clone().expect("a routed request");
@@ -66,7 +66,7 @@ pub(super) async fn attempt(
     let limits = ctx.limits;
     let connected = match upstream::kept(ctx) {
         Ok(kept) => kept,
-        Err(new) => upstream::connect(&h2.connector, ctx, new).await?,
+        Err(new) => upstream::connect(&streams.connector, ctx, new).await?,
     };
     let Connected {
         stream: mut up,
@@ -108,7 +108,7 @@ pub(super) async fn attempt(
         let status = x.head.status;
         if let Some(key) = x.tunnel {
             let read = (len, filled);
-            if let Some(done) = upgraded(h2, x, &mut up, key, read, &limits).await {
+            if let Some(done) = upgraded(streams, x, &mut up, key, read, &limits).await {
                 return done;
             }
         } else if status == 101 {
@@ -152,7 +152,7 @@ pub(super) async fn attempt(
                 Ok(None) => break,
                 Err(why) => {
                     warn!("cluster {}: {why}", router.name);
-                    sending.send_reset(h2::Reason::INTERNAL_ERROR);
+                    sending.reset(Reset::Internal);
                     return Err(Failure::Client(status));
                 }
             };
@@ -162,13 +162,13 @@ pub(super) async fn attempt(
                     Ok(squeezed) => squeezed,
                     Err(_) => {
                         warn!("cluster {}: compressing the answer failed", router.name);
-                        sending.send_reset(h2::Reason::INTERNAL_ERROR);
+                        sending.reset(Reset::Internal);
                         return Err(Failure::Client(status));
                     }
                 },
                 None => Bytes::copy_from_slice(data),
             };
-            if send::data(&mut sending, data, end, &limits, &h2.name)
+            if send::data(&mut sending, data, end, &limits, &streams.name)
                 .await
                 .is_err()
             {
@@ -183,7 +183,7 @@ pub(super) async fn attempt(
             let _ = sending.send_data(Bytes::new(), true);
         }
         if reader.clean() && server_keeps && x.upload.is_done() {
-            pool::put(key, up, h2.pool_size, timeouts.idle);
+            pool::put(key, up, streams.pool_size, timeouts.idle);
         }
         return Ok(Relayed {
             status,
@@ -196,8 +196,8 @@ pub(super) async fn attempt(
 /// relay (`Some`); a `2xx` that did not upgrade is a failure (it would tell the client its
 /// tunnel is open); any other answer goes to the client as it came (`None`).
 async fn upgraded(
-    h2: &Http2,
-    x: &mut Exchange<'_>,
+    streams: &Streams,
+    x: &mut Exchange<'_, impl RecvBody, impl Respond>,
     up: &mut pingora_core::protocols::Stream,
     key: [u8; 24],
     (len, filled): (usize, usize),
@@ -226,12 +226,12 @@ async fn upgraded(
         Ok(send) => send,
         Err(_) => return Some(Err(Failure::Client(499))),
     };
-    let open = h2.tunnels.open();
-    let limits = (limits, &*h2.name);
+    let open = streams.tunnels.open();
+    let limits = (limits, &*streams.name);
     let ended = tunnel::relay(up, &x.buf[len..filled], x.upload, &mut send, limits).await;
     // Counted as ended before it stops counting as open: the two never add up to less.
     log::debug!("a WebSocket over HTTP/2 ended: {}", ended.label());
-    h2.tunnels.ended(ended);
+    streams.tunnels.ended(ended);
     drop(open);
     Some(Ok(Relayed {
         status: 200,
@@ -240,9 +240,9 @@ async fn upgraded(
 }
 
 /// The client's stream while the server works: gone when the client resets it.
-pub(super) struct ResetWatch<'a>(pub &'a mut SendResponse<Bytes>);
+pub(super) struct ResetWatch<'a, R: Respond>(pub &'a mut R);
 
-impl Watch for ResetWatch<'_> {
+impl<R: Respond> Watch for ResetWatch<'_, R> {
     fn poll_gone(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         self.0.poll_reset(cx).map(|_| ())
     }
@@ -264,7 +264,7 @@ impl Source for Fields<'_> {
 
 /// The request head for the server, with tether's edits, and the body's first part, in
 /// `out`.
-fn upstream_head(x: &mut Exchange<'_>, ctx: &RequestCtx) {
+fn upstream_head(x: &mut Exchange<'_, impl RecvBody, impl Respond>, ctx: &RequestCtx) {
     let parts = x.parts;
     let out = &mut x.out;
     out.clear();

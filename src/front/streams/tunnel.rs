@@ -5,13 +5,13 @@
 //! ways until both have ended. Only `tunnel_idle_timeout` bounds it, as on HTTP/1.
 
 use super::body::Upload;
+use super::io::{RecvBody, Reset, SendBody};
 use super::send;
 use crate::config::ListenerLimits;
 use crate::metrics::TunnelEnded;
 use crate::pipeline::Answer;
 use base64::Engine as _;
 use bytes::Bytes;
-use h2::SendStream;
 use http::request::Parts;
 use pingora_core::protocols::Stream;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,8 +75,8 @@ pub(super) fn accepts(key: &[u8; 24], accept: Option<&[u8]>) -> bool {
 pub(super) async fn relay(
     up: &mut Stream,
     early: &[u8],
-    upload: &mut Upload,
-    send: &mut SendStream<Bytes>,
+    upload: &mut Upload<impl RecvBody>,
+    send: &mut impl SendBody,
     (limits, listener): (&ListenerLimits, &str),
 ) -> TunnelEnded {
     let ended = {
@@ -156,7 +156,7 @@ pub(super) async fn relay(
         }
     };
     if matches!(ended, TunnelEnded::ServerFailed | TunnelEnded::Idle) {
-        send.send_reset(h2::Reason::CANCEL);
+        send.reset(Reset::Cancel);
     }
     if matches!(ended, TunnelEnded::ClientFailed | TunnelEnded::Idle) {
         let _ = up.shutdown().await;

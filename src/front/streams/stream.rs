@@ -1,4 +1,4 @@
-//! One HTTP/2 stream on tether's front end: the request checked, admitted and routed by the
+//! One request stream (HTTP/2 or HTTP/3) on tether's front end: the request checked, admitted and routed by the
 //! pipeline's steps (`crate::pipeline`), its body's first part read, the tries of servers,
 //! tether's own answers, and the request's metrics and access-log record.
 
@@ -6,16 +6,14 @@ use super::ajp;
 use super::answer;
 use super::body::Upload;
 use super::exchange::{self, Exchange};
+use super::io::{RecvBody, Respond};
 use super::tunnel;
-use super::{Http2, Link};
+use super::{Link, Streams};
 use crate::pipeline::access_log::Record;
 use crate::pipeline::{self, plugins, Admitted, Answer, Ended, Front, RequestCtx, Stop, Tries};
 use crate::routing::Fields;
 use crate::state::snapshot::Snapshot;
 use crate::wire::http1::framing::{self, Body};
-use bytes::Bytes;
-use h2::server::SendResponse;
-use h2::RecvStream;
 use http::request::Parts;
 use http::HeaderName;
 use pingora_http::RequestHeader;
@@ -76,25 +74,31 @@ impl Front for View<'_> {
     }
 }
 
-impl Http2 {
+impl Streams {
     /// Serves one stream, to its end.
-    pub(super) async fn stream(
+    pub async fn stream<B: RecvBody, R: Respond>(
         &self,
-        request: http::Request<RecvStream>,
-        mut respond: SendResponse<Bytes>,
+        parts: Parts,
+        recv: B,
+        mut respond: R,
         link: &Link,
     ) -> Served {
-        self.versions.http2.inc();
+        self.versions.count(R::VERSION);
         let snapshot = self.snapshot.load_full();
         let mut ctx = RequestCtx::new();
         ctx.limits = snapshot.limits[self.listener];
-        let (parts, recv) = request.into_parts();
         let status = self
             .process(&mut ctx, &snapshot, &parts, recv, &mut respond, link)
             .await;
         let (server, duration) = ctx.done(status);
         if let Some(log) = &self.access_log {
-            log.log(record(&parts, link, &ctx, status, duration, server));
+            log.log(record(
+                &parts,
+                link,
+                &ctx,
+                (status, duration, server),
+                R::VERSION,
+            ));
         }
         match status {
             499 => Served::ResetByClient,
@@ -104,13 +108,13 @@ impl Http2 {
 
     /// The pipeline's steps and the tries: the status answered (499: the client reset the
     /// stream first).
-    async fn process(
+    async fn process<R: Respond>(
         &self,
         ctx: &mut RequestCtx,
         snapshot: &Arc<Snapshot>,
         parts: &Parts,
-        recv: RecvStream,
-        respond: &mut SendResponse<Bytes>,
+        recv: impl RecvBody,
+        respond: &mut R,
         link: &Link,
     ) -> u16 {
         let limits = ctx.limits;
@@ -118,7 +122,7 @@ impl Http2 {
             .headers
             .iter()
             .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
-        // HTTP/2 frames its bodies itself; a `Content-Length` must still be one number.
+        // HTTP/2 and HTTP/3 frame their bodies themselves; a `Content-Length` must still be one number.
         let declared = match framing::length_only(fields) {
             Ok(Body::Length(n)) => Some(n),
             Ok(_) => None,
@@ -153,7 +157,14 @@ impl Http2 {
             }
         };
         if snapshot.has_plugins() {
-            let chosen = Box::pin(self.plugins(ctx, snapshot, parts, link, cluster, route_chain));
+            let chosen = Box::pin(self.plugins(
+                ctx,
+                snapshot,
+                request_header(parts, R::VERSION),
+                link,
+                cluster,
+                route_chain,
+            ));
             match chosen.await {
                 Ok(chosen) => cluster = chosen,
                 Err(a) => return answer::send(respond, &a.answer(), &limits, &self.name).await,
@@ -241,7 +252,7 @@ impl Http2 {
     /// is gone.
     async fn stopped(
         &self,
-        respond: &mut SendResponse<Bytes>,
+        respond: &mut impl Respond,
         stop: Stop,
         limits: &crate::config::ListenerLimits,
         pages: [Option<&crate::config::ErrorPages>; 3],
@@ -269,12 +280,11 @@ impl Http2 {
         &self,
         ctx: &mut RequestCtx,
         snapshot: &Arc<Snapshot>,
-        parts: &Parts,
+        mut req: RequestHeader,
         link: &Link,
         start: usize,
         route_chain: Option<&tether_plugins::Chain>,
     ) -> Result<usize, plugins::PluginAnswer> {
-        let mut req = request_header(parts);
         let facts = (
             plugins::proxy_facts(link.proxy.as_deref()),
             plugins::tls_facts(link.tls.as_deref()),
@@ -295,11 +305,11 @@ impl Http2 {
 }
 
 /// The stream's head as Pingora's `RequestHeader`, as Pingora's HTTP/2 session makes it.
-fn request_header(parts: &Parts) -> RequestHeader {
+fn request_header(parts: &Parts, version: http::Version) -> RequestHeader {
     let mut head = http::Request::builder()
         .method(parts.method.clone())
         .uri(parts.uri.clone())
-        .version(http::Version::HTTP_2)
+        .version(version)
         .body(())
         .expect("parts of a request")
         .into_parts()
@@ -313,15 +323,10 @@ fn record(
     parts: &Parts,
     link: &Link,
     ctx: &RequestCtx,
-    status: u16,
-    duration: std::time::Duration,
-    server: Option<usize>,
+    (status, duration, server): (u16, std::time::Duration, Option<usize>),
+    version: http::Version,
 ) -> Record {
-    let what = (
-        parts.method.clone(),
-        parts.uri.clone(),
-        http::Version::HTTP_2,
-    );
+    let what = (parts.method.clone(), parts.uri.clone(), version);
     let tls = link.tls.as_ref().map(|d| d.version.clone());
     crate::front::proxy::access_record(
         ctx,

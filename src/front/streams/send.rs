@@ -1,11 +1,11 @@
-//! Data sent on an HTTP/2 stream within the client's flow-control window: each wait for
+//! Data sent on a stream within the client's flow-control window: each wait for
 //! window is bounded as an HTTP/1 write of the same bytes is (the listener's
 //! `send_min_rate`, `send_timeout`), so a client that opens no window (a zero-window
 //! stall) has its stream reset instead of holding the answer and its server.
 
+use super::io::{Reset, SendBody};
 use crate::config::ListenerLimits;
 use bytes::Bytes;
-use h2::SendStream;
 
 /// Why data could not be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,7 +18,7 @@ pub(super) enum Stopped {
 
 /// Sends `data` (then ends the stream when `end`).
 pub(super) async fn data(
-    send: &mut SendStream<Bytes>,
+    send: &mut impl SendBody,
     mut data: Bytes,
     end: bool,
     limits: &ListenerLimits,
@@ -39,7 +39,7 @@ pub(super) async fn data(
             Ok(_) => return Err(Stopped::Gone),
             Err(_) => {
                 crate::metrics::client_closed(listener, "send_timeout");
-                send.send_reset(h2::Reason::CANCEL);
+                send.reset(Reset::Cancel);
                 return Err(Stopped::TooSlow);
             }
         };

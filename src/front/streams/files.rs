@@ -1,21 +1,21 @@
-//! A `serve:` request on an HTTP/2 stream: the file answer's head (as pingora-proxy's path
-//! builds it, less what HTTP/2 has no place for), then the body in chunks within the
+//! A `serve:` request on a stream: the file answer's head (as pingora-proxy's path
+//! builds it, less what HTTP/2 and HTTP/3 have no place for), then the body in chunks within the
 //! client's flow-control window.
 
 use super::answer;
+use super::io::{Reset, Respond, SendBody};
 use super::send;
 use crate::config::{Files, ListenerLimits};
 use crate::pipeline::files::{self, Outcome, CHUNK};
 use crate::pipeline::{Answer, ErrorPages3};
 use crate::routing::Fields;
 use bytes::Bytes;
-use h2::server::SendResponse;
 use std::sync::Arc;
 
 /// Answers a request (`method`, `origin`, `fields`) from `files`: the status (499 when the
 /// client reset the stream first).
-pub(super) async fn serve(
-    respond: &mut SendResponse<Bytes>,
+pub(super) async fn serve<R: Respond>(
+    respond: &mut R,
     files: &Arc<Files>,
     (method, origin, fields): (&[u8], &[u8], &impl Fields),
     pages: ErrorPages3<'_>,
@@ -38,11 +38,11 @@ pub(super) async fn serve(
     };
     let status = served.status;
     let Ok(head) = crate::front::proxy::file_head(&served) else {
-        respond.send_reset(h2::Reason::INTERNAL_ERROR);
+        respond.reset(Reset::Internal);
         return status;
     };
     let mut parts = http::response::Parts::from(head);
-    parts.version = http::Version::HTTP_2;
+    parts.version = R::VERSION;
     let body = served.body.take();
     let end = body.is_none();
     let mut stream = match respond.send_response(http::Response::from_parts(parts, ()), end) {
@@ -55,7 +55,7 @@ pub(super) async fn serve(
     while !body.is_done() {
         let mut chunk = Vec::with_capacity(CHUNK);
         if body.read(&mut chunk, CHUNK).await.is_err() {
-            stream.send_reset(h2::Reason::INTERNAL_ERROR);
+            stream.reset(Reset::Internal);
             return status;
         }
         let last = body.is_done();

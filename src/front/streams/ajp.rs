@@ -1,10 +1,11 @@
-//! An HTTP/2 stream's side of a try over AJP/1.3 (the try itself is
-//! `upstream::ajp::exchange`'s): the request as `FORWARD_REQUEST` (`protocol` `HTTP/2.0`;
+//! A stream's side of a try over AJP/1.3 (the try itself is
+//! `upstream::ajp::exchange`'s): the request as `FORWARD_REQUEST` (`protocol` `HTTP/2.0` or `HTTP/3.0`;
 //! the host from `:authority`), the body's first part and then the rest from the stream as
 //! the server asks for it, and the answer as a head and data within the client's window.
 
 use super::exchange::{response, Exchange, ResetWatch};
-use super::{send, Http2};
+use super::io::{RecvBody, Reset, Respond, SendBody};
+use super::{send, Streams};
 use crate::config::{Ajp, ListenerLimits};
 use crate::pipeline::compress::Plan;
 use crate::pipeline::upstream;
@@ -12,7 +13,6 @@ use crate::pipeline::write_on_stack;
 use crate::pipeline::{self, Failure, Relayed, RequestCtx, Stop};
 use crate::wire::ajp;
 use bytes::Bytes;
-use h2::SendStream;
 
 /// Fields that AJP carries otherwise or that are of the client's hop.
 const HOP: [&str; 6] = [
@@ -25,8 +25,8 @@ const HOP: [&str; 6] = [
 ];
 
 pub(super) async fn attempt(
-    h2: &Http2,
-    x: &mut Exchange<'_>,
+    streams: &Streams,
+    x: &mut Exchange<'_, impl RecvBody, impl Respond>,
     ctx: &mut RequestCtx,
     settings: &Ajp,
 ) -> Result<Relayed, Failure> {
@@ -35,13 +35,13 @@ pub(super) async fn attempt(
     let head_request = x.parts.method == http::Method::HEAD;
     let mut side = Side {
         x,
-        h2,
+        streams,
         limits: ctx.limits,
         head_request,
         sending: None,
         ended: false,
     };
-    let connector = &h2.connector;
+    let connector = &streams.connector;
     let relayed = upstream::ajp::exchange(&mut side, &mut buf, connector, ctx, settings).await;
     side.x.buf = buf;
     relayed
@@ -49,17 +49,17 @@ pub(super) async fn attempt(
 
 /// The stream's side of a try over AJP: the request from the stream's head and body, the
 /// answer as a head and data within the client's window.
-struct Side<'a, 'x> {
-    x: &'a mut Exchange<'x>,
-    h2: &'a Http2,
+struct Side<'a, 'x, B: RecvBody, R: Respond> {
+    x: &'a mut Exchange<'x, B, R>,
+    streams: &'a Streams,
     limits: ListenerLimits,
     head_request: bool,
     /// The stream's sending half, once the head went.
-    sending: Option<SendStream<Bytes>>,
+    sending: Option<R::Body>,
     ended: bool,
 }
 
-impl upstream::ajp::ClientSide for Side<'_, '_> {
+impl<B: RecvBody, R: Respond> upstream::ajp::ClientSide for Side<'_, '_, B, R> {
     fn forward(&mut self, ctx: &RequestCtx, settings: &Ajp) -> Result<(), ajp::TooLarge> {
         // The body's length for Tomcat, when it is known.
         let whole = self.x.upload.is_done().then_some(self.first_len());
@@ -135,7 +135,7 @@ impl upstream::ajp::ClientSide for Side<'_, '_> {
             return Err(());
         };
         let data = Bytes::copy_from_slice(data);
-        send::data(sending, data, false, &self.limits, &self.h2.name)
+        send::data(sending, data, false, &self.limits, &self.streams.name)
             .await
             .map_err(|_| ())
     }
@@ -154,7 +154,7 @@ impl upstream::ajp::ClientSide for Side<'_, '_> {
 
     fn abort(&mut self) {
         if let Some(sending) = self.sending.as_mut() {
-            sending.send_reset(h2::Reason::INTERNAL_ERROR);
+            sending.reset(Reset::Internal);
         }
     }
 
@@ -163,18 +163,18 @@ impl upstream::ajp::ClientSide for Side<'_, '_> {
     }
 
     fn pool_size(&self) -> usize {
-        self.h2.pool_size
+        self.streams.pool_size
     }
 }
 
 /// The stream while the server works: before its head went, its reset; after, its
 /// sending half's.
-enum Watched<'a> {
-    Head(ResetWatch<'a>),
-    Sending(&'a mut SendStream<Bytes>),
+enum Watched<'a, R: Respond> {
+    Head(ResetWatch<'a, R>),
+    Sending(&'a mut R::Body),
 }
 
-impl upstream::Watch for Watched<'_> {
+impl<R: Respond> upstream::Watch for Watched<'_, R> {
     fn poll_gone(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
         match self {
             Watched::Head(w) => w.poll_gone(cx),
@@ -185,8 +185,8 @@ impl upstream::Watch for Watched<'_> {
 
 /// The request as `FORWARD_REQUEST`, in `x.out` (cleared); `length`: the body's, when it
 /// was read whole.
-fn forward(
-    x: &mut Exchange<'_>,
+fn forward<R: Respond>(
+    x: &mut Exchange<'_, impl RecvBody, R>,
     ctx: &RequestCtx,
     settings: &Ajp,
     length: Option<usize>,
@@ -198,7 +198,10 @@ fn forward(
     };
     let request = upstream::ajp::Request {
         method: parts.method.as_str().as_bytes(),
-        protocol: b"HTTP/2.0",
+        protocol: match R::VERSION {
+            http::Version::HTTP_3 => b"HTTP/3.0",
+            _ => b"HTTP/2.0",
+        },
         path: parts.uri.path().as_bytes(),
         query: parts.uri.query().map(str::as_bytes),
         host,

@@ -1,21 +1,21 @@
-//! A request's body on an HTTP/2 stream: the part read before a server is chosen (the
+//! A request's body on a stream: the part read before a server is chosen (the
 //! listener's `request_buffer`), which goes with the head and again on a retry, then the
 //! rest, sent to the server as it comes (chunked when the client gave no length), with no
 //! retry once it began. Every read keeps to the listener's body rate, counted from the
 //! request's start; the window is given back as the bytes are taken.
 
+use super::io::{Gone, RecvBody};
 use crate::config::ListenerLimits;
 use crate::pipeline::{Failure, Stop};
 use crate::wire::http1::chunked::{chunk, LAST_CHUNK};
 use crate::wire::http1::framing::Body;
 use crate::wire::http1::head::Refusal;
 use bytes::Bytes;
-use h2::RecvStream;
 use pingora_core::protocols::Stream;
 use std::time::{Duration, Instant};
 
-pub(super) struct Upload {
-    recv: RecvStream,
+pub(super) struct Upload<B: RecvBody> {
+    recv: B,
     /// The first part, read before a server was chosen.
     first: Vec<u8>,
     /// The client's `Content-Length`.
@@ -29,8 +29,8 @@ pub(super) struct Upload {
     pending: Bytes,
 }
 
-impl Upload {
-    pub fn new(recv: RecvStream, declared: Option<u64>, limit: u64) -> Self {
+impl<B: RecvBody> Upload<B> {
+    pub fn new(recv: B, declared: Option<u64>, limit: u64) -> Self {
         Upload {
             ended: recv.is_end_stream(),
             recv,
@@ -151,13 +151,13 @@ impl Upload {
 
     /// A tunnel's next bytes from the client (`None` at the stream's end), its window
     /// given back. No body rate: a tunnel is bounded by its idle timeout alone.
-    pub async fn tunnel_data(&mut self) -> Option<Result<Bytes, h2::Error>> {
+    pub async fn tunnel_data(&mut self) -> Option<Result<Bytes, Gone>> {
         if self.ended {
             return None;
         }
         match self.recv.data().await {
             Some(Ok(data)) => {
-                let _ = self.recv.flow_control().release_capacity(data.len());
+                self.recv.release(data.len());
                 self.ended = self.recv.is_end_stream();
                 Some(Ok(data))
             }
@@ -195,7 +195,7 @@ impl Upload {
                         why: crate::pipeline::TOO_LARGE,
                     }));
                 }
-                let _ = self.recv.flow_control().release_capacity(data.len());
+                self.recv.release(data.len());
                 self.ended = self.recv.is_end_stream();
                 Ok(Some(data))
             }
