@@ -80,6 +80,7 @@ fn the_example_config_parses_to_what_it_documents() {
                 Ok("proxy") => Http2Path::Proxy,
                 _ => Http2Path::Engine,
             },
+            http3: false,
             redirect_https: None,
         }],
         clusters: vec![Cluster {

@@ -52,6 +52,9 @@ pub struct Listener {
     pub http1: Http1Path,
     /// Which code serves HTTP/2 streams (`http2:`, fixed at start).
     pub http2: Http2Path,
+    /// Serve HTTP/3 over QUIC on the UDP port of the same address (TLS listeners only;
+    /// default false, fixed at start).
+    pub http3: bool,
     /// Answer every request with a redirect to https (then `cluster` is not needed).
     pub redirect_https: Option<Redirect>,
 }

@@ -97,6 +97,7 @@ pub struct RawListener {
     pub h2c: Option<bool>,
     pub http1: Option<String>,
     pub http2: Option<String>,
+    pub http3: Option<bool>,
     pub redirect_https: Option<RawRedirect>,
     #[serde(default)]
     pub routes: Vec<RawRoute>,

@@ -161,6 +161,7 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             h2c: l.h2c.unwrap_or(false),
             http1: http1_path(l.http1.as_deref(), &path, &mut check),
             http2: http2_path(l.http2.as_deref(), &path, &mut check),
+            http3: http3(l, &path, &mut check),
             tls,
             redirect_https,
         });
@@ -333,6 +334,25 @@ fn http1_path(raw: Option<&str>, path: &str, check: &mut Check) -> Http1Path {
             Http1Path::Engine
         }
     }
+}
+
+/// `http3: true` needs the listener's TLS (QUIC is TLS 1.3), and takes no PROXY header
+/// (a QUIC datagram carries none).
+fn http3(l: &super::raw::RawListener, path: &str, check: &mut Check) -> bool {
+    let on = l.http3.unwrap_or(false);
+    if on && l.tls.is_none() {
+        check.err(
+            format!("{path}.http3"),
+            "HTTP/3 needs the listener's `tls:` (QUIC is TLS 1.3)",
+        );
+    }
+    if on && l.proxy_protocol.is_some() {
+        check.err(
+            format!("{path}.http3"),
+            "HTTP/3 takes no PROXY header (QUIC datagrams carry none): leave out `proxy_protocol` or `http3`",
+        );
+    }
+    on
 }
 
 /// `http2: engine | proxy`. Unset, the environment's `TETHER_HTTP2` decides (so that the

@@ -263,6 +263,23 @@ pub fn open_connections() -> usize {
     OPEN_IN_PROCESS.load(Relaxed)
 }
 
+/// A client connection that is no listener's TCP connection (a QUIC one), counted among
+/// the process's open connections until it is dropped: a graceful stop waits for it too.
+pub struct OpenInProcess(());
+
+impl OpenInProcess {
+    pub fn count() -> OpenInProcess {
+        OPEN_IN_PROCESS.fetch_add(1, Relaxed);
+        OpenInProcess(())
+    }
+}
+
+impl Drop for OpenInProcess {
+    fn drop(&mut self) {
+        OPEN_IN_PROCESS.fetch_sub(1, Relaxed);
+    }
+}
+
 /// Decrements the open-connection counts when a connection ends, however it ends.
 struct Open(Arc<Listener>);
 

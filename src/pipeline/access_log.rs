@@ -290,6 +290,7 @@ fn write_line(out: &mut impl Write, r: &Record, mask: bool) -> io::Result<()> {
         attempts: r.attempts,
         protocol: match r.version {
             http::Version::HTTP_2 => "HTTP/2",
+            http::Version::HTTP_3 => "HTTP/3",
             http::Version::HTTP_10 => "HTTP/1.0",
             http::Version::HTTP_09 => "HTTP/0.9",
             _ => "HTTP/1.1",

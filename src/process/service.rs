@@ -202,6 +202,21 @@ pub fn build_server(
                 ConnectorOptions::from_server_conf(&server.configuration),
             ))
         });
+        if let (true, Some(tls)) = (listener.http3, &listener.tls) {
+            server.add_service(crate::front::http3::Http3::new(
+                &listener.name,
+                listener.address,
+                tls.clone(),
+                listener.limits,
+                crate::front::streams::Streams::new(
+                    snapshot.clone(),
+                    i,
+                    &listener.name,
+                    access_log.clone(),
+                    ConnectorOptions::from_server_conf(&server.configuration),
+                ),
+            ));
+        }
         let app = Listener::new(
             proxy,
             snapshot.clone(),

@@ -8,6 +8,7 @@
 
 pub mod acceptor;
 pub mod conn;
+pub mod quic;
 pub mod record_reads;
 pub mod upstream;
 

@@ -4,8 +4,8 @@
 use crate::config::pem::{load_cert_key, load_certs, CertKey};
 use crate::config::{ClientAuth, ListenerTls, ServiceTls, TlsVersion};
 use boring::ssl::{
-    AlpnError, NameType, SniError, SslAcceptor, SslAcceptorBuilder, SslContext, SslMethod,
-    SslVerifyMode, SslVersion,
+    AlpnError, NameType, SniError, SslAcceptor, SslAcceptorBuilder, SslContext, SslContextBuilder,
+    SslMethod, SslVerifyMode, SslVersion,
 };
 use boring::x509::X509Name;
 use std::collections::HashMap;
@@ -71,7 +71,7 @@ fn base(tls: &ListenerTls) -> Result<SslAcceptorBuilder, String> {
     Ok(b)
 }
 
-fn use_cert(b: &mut SslAcceptorBuilder, ck: &CertKey) -> Result<(), String> {
+pub(super) fn use_cert(b: &mut SslContextBuilder, ck: &CertKey) -> Result<(), String> {
     let err = |e: boring::error::ErrorStack| format!("certificate: {e}");
     b.set_certificate(ck.leaf()).map_err(err)?;
     for extra in &ck.chain[1..] {
@@ -82,7 +82,10 @@ fn use_cert(b: &mut SslAcceptorBuilder, ck: &CertKey) -> Result<(), String> {
 }
 
 /// The context for `name`: exact, then `*.rest` for `first.rest`.
-fn find<'a>(by_name: &'a HashMap<String, SslContext>, name: &str) -> Option<&'a SslContext> {
+pub(super) fn find<'a>(
+    by_name: &'a HashMap<String, SslContext>,
+    name: &str,
+) -> Option<&'a SslContext> {
     let name = name.to_ascii_lowercase();
     by_name.get(&name).or_else(|| {
         let (_, rest) = name.split_once('.')?;

@@ -1,0 +1,181 @@
+//! The listener's UDP socket and the task that reads it: each datagram goes to the
+//! connection its destination connection id names (a channel to that connection's task);
+//! a client's first Initial packet makes a new connection (`quiche::accept`), served in a
+//! task of its own on one of the listener's threads; an unknown version gets Version
+//! Negotiation. Connections tell the router which ids route to them, and when they end.
+
+use super::conn::{Conn, MAX_DATAGRAM};
+use crate::front::streams::Streams;
+use log::{debug, warn};
+use pingora_core::server::ShutdownWatch;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc::{self, Sender};
+
+/// The length of the connection ids tether issues.
+pub const CID_LEN: usize = quiche::MAX_CONN_ID_LEN;
+
+/// Datagrams queued for one connection's task; past this they are dropped, as a full
+/// socket buffer drops them (QUIC recovers).
+const QUEUE: usize = 256;
+
+/// A datagram and its sender's address.
+pub type Datagram = (Vec<u8>, SocketAddr);
+
+/// What connections tell the router.
+pub enum ToRouter {
+    /// Connection `.0` issued id `.1`.
+    Add(u64, Vec<u8>),
+    /// An id the client retired.
+    Remove(Vec<u8>),
+    /// The connection ended: none of its ids route anywhere.
+    Closed(u64),
+}
+
+/// A fresh, random connection id.
+pub fn new_cid() -> Vec<u8> {
+    let mut cid = vec![0u8; CID_LEN];
+    boring::rand::rand_bytes(&mut cid).expect("BoringSSL's random bytes");
+    cid
+}
+
+pub struct Router {
+    pub socket: Arc<UdpSocket>,
+    pub local: SocketAddr,
+    pub quic: quiche::Config,
+    pub h3: Arc<quiche::h3::Config>,
+    pub streams: Arc<Streams>,
+    pub shutdown: ShutdownWatch,
+}
+
+/// Where an id routes: its connection and that connection's queue.
+struct Route {
+    conn: u64,
+    to: Sender<Datagram>,
+}
+
+/// A connection's queue and the ids that route to it.
+struct Owned {
+    to: Sender<Datagram>,
+    cids: Vec<Vec<u8>>,
+}
+
+impl Router {
+    pub async fn run(mut self) {
+        let (told, mut telling) = mpsc::unbounded_channel();
+        let mut routes: HashMap<Vec<u8>, Route> = HashMap::new();
+        let mut ids: HashMap<u64, Owned> = HashMap::new();
+        let mut next = 0u64;
+        let mut buf = vec![0u8; 65535];
+        let mut out = vec![0u8; MAX_DATAGRAM];
+        let mut shutdown = self.shutdown.clone();
+        loop {
+            tokio::select! {
+                biased;
+                Some(t) = telling.recv() => tell(t, &mut routes, &mut ids),
+                got = self.socket.recv_from(&mut buf) => {
+                    let (len, from) = match got {
+                        Ok(got) => got,
+                        Err(e) => {
+                            debug!("QUIC socket {}: {e}", self.local);
+                            continue;
+                        }
+                    };
+                    let packet = &mut buf[..len];
+                    let Ok(header) = quiche::Header::from_slice(packet, CID_LEN) else {
+                        continue;
+                    };
+                    if let Some(route) = routes.get(header.dcid.as_ref()) {
+                        let _ = route.to.try_send((packet.to_vec(), from));
+                        continue;
+                    }
+                    if header.ty != quiche::Type::Initial || *shutdown.borrow() {
+                        continue;
+                    }
+                    if !quiche::version_is_supported(header.version) {
+                        if let Ok(n) = quiche::negotiate_version(&header.scid, &header.dcid, &mut out) {
+                            let _ = self.socket.send_to(&out[..n], from).await;
+                        }
+                        continue;
+                    }
+                    let scid = new_cid();
+                    let id = quiche::ConnectionId::from_ref(&scid);
+                    let quic = match quiche::accept(&id, None, self.local, from, &mut self.quic) {
+                        Ok(quic) => quic,
+                        Err(e) => {
+                            debug!("QUIC connection from {from}: {e}");
+                            continue;
+                        }
+                    };
+                    let conn = next;
+                    next += 1;
+                    debug!("QUIC connection {conn} from {from}");
+                    let (to, packets) = mpsc::channel(QUEUE);
+                    let _ = to.try_send((packet.to_vec(), from));
+                    // The client's own first id routes here until it takes ours.
+                    let first = header.dcid.to_vec();
+                    for cid in [&scid, &first] {
+                        routes.insert(cid.clone(), Route { conn, to: to.clone() });
+                    }
+                    ids.insert(conn, Owned { to, cids: vec![scid, first] });
+                    let task = Conn {
+                        id: conn,
+                        quic,
+                        socket: self.socket.clone(),
+                        local: self.local,
+                        peer: from,
+                        streams: self.streams.clone(),
+                        router: told.clone(),
+                        h3_config: self.h3.clone(),
+                    };
+                    pingora_runtime::current_handle().spawn(task.run(packets, self.shutdown.clone()));
+                }
+                changed = shutdown.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    if *shutdown.borrow() && routes.is_empty() {
+                        break;
+                    }
+                }
+            }
+            if *shutdown.borrow() && routes.is_empty() {
+                break;
+            }
+        }
+        if !routes.is_empty() {
+            warn!(
+                "QUIC socket {}: closed with {} connection ids routed",
+                self.local,
+                routes.len()
+            );
+        }
+    }
+}
+
+fn tell(t: ToRouter, routes: &mut HashMap<Vec<u8>, Route>, ids: &mut HashMap<u64, Owned>) {
+    match t {
+        ToRouter::Add(conn, cid) => {
+            let Some(own) = ids.get_mut(&conn) else {
+                return;
+            };
+            let to = own.to.clone();
+            own.cids.push(cid.clone());
+            routes.insert(cid, Route { conn, to });
+        }
+        ToRouter::Remove(cid) => {
+            if let Some(route) = routes.remove(&cid) {
+                if let Some(own) = ids.get_mut(&route.conn) {
+                    own.cids.retain(|c| *c != cid);
+                }
+            }
+        }
+        ToRouter::Closed(conn) => {
+            for cid in ids.remove(&conn).map(|o| o.cids).unwrap_or_default() {
+                routes.remove(&cid);
+            }
+        }
+    }
+}

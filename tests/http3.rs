@@ -1,0 +1,226 @@
+//! HTTP/3 from a real client (aioquic's, `tests/fixtures/h3client.py`) through tether to
+//! simulated Tomcats: requests go through the same steps as over HTTP/2 (sticky sessions,
+//! the fields the server is sent, bodies both ways, tether's own answers), a session
+//! stays on its server when the client's UDP port changes under its connection, and a
+//! stop lets the request in flight finish.
+
+mod common;
+
+use common::pki::Pki;
+use common::{scratch_dir, server_line, tomcats, Opts, Tether};
+use serde_json::Value;
+use std::process::Command;
+
+/// tether with an HTTP/3 TLS listener in front of `servers`.
+fn start(servers: &str, extra: &str) -> (Tether, Pki) {
+    let dir = scratch_dir("http3");
+    let pki = Pki::new(&dir);
+    let t = Tether::start_with(Opts {
+        cluster: format!("    servers:\n{servers}"),
+        listener_extra: format!(
+            "    http3: true\n    tls:\n      cert: {}\n      key: {}\n{extra}",
+            pki.path("a.crt"),
+            pki.path("a.key")
+        ),
+        metrics: true,
+        access_log: true,
+        ..Opts::default()
+    });
+    (t, pki)
+}
+
+/// Runs the client's `plan` on one connection: one answer (or `{"error"}`) per request.
+fn h3(t: &Tether, plan: Value) -> Vec<Value> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/h3client.py");
+    let out = Command::new("python3")
+        .args([
+            script,
+            "127.0.0.1",
+            &t.addr.port().to_string(),
+            &plan.to_string(),
+        ])
+        .output()
+        .expect("python3");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("No module named 'aioquic'"),
+        "aioquic is not installed (./run installs it): {stderr}"
+    );
+    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!answers.is_empty(), "no answer: {stderr}\n{}", t.log());
+    answers
+}
+
+fn field<'a>(answer: &'a Value, name: &str) -> Option<&'a str> {
+    answer["headers"]
+        .as_array()?
+        .iter()
+        .find(|f| f[0] == name)
+        .and_then(|f| f[1].as_str())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_over_http3_are_sticky_carry_bodies_and_follow_a_new_client_port() {
+    let sims = tomcats(2).await;
+    let servers: String = sims.iter().map(|s| server_line(s, "")).collect();
+    let (t, _pki) = start(&servers, "");
+    let plan = serde_json::json!({"requests": [
+        {"path": "/shop"},
+        {"path": "/shop", "cookie_from_last": true},
+        {"path": "/shop", "cookie_from_last": true, "rebind": true},
+        {"method": "POST", "path": "/shop", "cookie_from_last": true, "body_len": 300000},
+        {"path": "/bytes/2000000", "cookie_from_last": true},
+    ]});
+    let answers = h3(&t, plan);
+    assert_eq!(answers.len(), 5, "{answers:?}");
+    for a in &answers {
+        assert_eq!(a["status"], 200, "{a}\n{}", t.log());
+    }
+    let first = field(&answers[0], "x-server").unwrap();
+    let session = field(&answers[0], "x-session-id").unwrap();
+    for (i, a) in answers.iter().enumerate().take(4).skip(1) {
+        assert_eq!(field(a, "x-server"), Some(first), "request {i} stays: {a}");
+        assert_eq!(field(a, "x-session-id"), Some(session), "request {i}: {a}");
+    }
+    assert_eq!(
+        field(&answers[3], "x-session-count"),
+        Some("4"),
+        "the POST counted in the session"
+    );
+    assert_ne!(
+        answers[2]["port"], answers[1]["port"],
+        "the client moved to a new UDP port"
+    );
+    assert_eq!(answers[4]["body_len"], 2_000_000, "a large answer whole");
+    // What the server was told of the request: a client over TLS.
+    let sim = sims.iter().find(|s| s.name() == first).unwrap();
+    let told = sim.last_request_headers();
+    let told = |name: &str| {
+        told.iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+    };
+    assert_eq!(told("x-forwarded-proto").as_deref(), Some("https"));
+    assert_eq!(told("x-forwarded-for").as_deref(), Some("127.0.0.1"));
+    let scrape = common::scrape(t.metrics.unwrap()).await;
+    assert!(
+        scrape.contains(r#"tether_http_requests_total{listener="web",version="3"} 5"#),
+        "{scrape}"
+    );
+    let log = std::fs::read_to_string(t.dir.join("access.log")).unwrap();
+    assert!(log.contains("HTTP/3"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tethers_own_answers_and_many_streams_at_once() {
+    let sims = tomcats(3).await;
+    let servers: String = sims.iter().map(|s| server_line(s, "")).collect();
+    let routes =
+        "    routes:\n      - { path: /gone, redirect: { to: \"https://elsewhere.test/\" } }\n";
+    let (t, _pki) = start(&servers, routes);
+    let mut requests: Vec<Value> = (0..30)
+        .map(|i| {
+            let route = format!("tc{}", i % 3 + 1);
+            serde_json::json!({"path": format!("/item/{i}"),
+                "headers": [["cookie", format!("JSESSIONID=S{i:04}.{route}")]]})
+        })
+        .collect();
+    requests.push(serde_json::json!({"path": "/gone"}));
+    let answers = h3(
+        &t,
+        serde_json::json!({"requests": requests, "concurrent": true}),
+    );
+    assert_eq!(answers.len(), 31);
+    for (i, a) in answers.iter().take(30).enumerate() {
+        assert_eq!(a["status"], 200, "{a}");
+        let route = format!("tc{}", i % 3 + 1);
+        assert_eq!(field(a, "x-server"), Some(route.as_str()), "{a}");
+    }
+    let gone = &answers[30];
+    assert!(matches!(gone["status"].as_u64(), Some(301..=308)), "{gone}");
+    assert_eq!(field(gone, "location"), Some("https://elsewhere.test/"));
+}
+
+/// A stop (SIGTERM) with a request in flight: its answer still comes whole (the client is
+/// told to go away), then tether ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_answers_the_request_in_flight() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // A server that answers 600 ms after a request came.
+    let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = server.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = server.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nslow\n")
+                    .await;
+            });
+        }
+    });
+    let servers = format!("      - {{ name: s1, address: \"{address}\" }}\n");
+    let dir = scratch_dir("http3-stop");
+    let pki = Pki::new(&dir);
+    let mut t = Tether::start_with(Opts {
+        cluster: format!("    servers:\n{servers}"),
+        listener_extra: format!(
+            "    http3: true\n    tls:\n      cert: {}\n      key: {}\n",
+            pki.path("a.crt"),
+            pki.path("a.key")
+        ),
+        grace: 10,
+        ..Opts::default()
+    });
+    let pid = t.pid() as i32;
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        // SAFETY: kill(2) on the process this test started.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    });
+    let answers = h3(&t, serde_json::json!({"requests": [{"path": "/slow"}]}));
+    stopper.join().unwrap();
+    assert_eq!(answers[0]["status"], 200, "{answers:?}\n{}", t.log());
+    assert_eq!(answers[0]["body"], "slow\n");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(8);
+    while t.alive() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "tether still runs\n{}",
+            t.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A binary upgrade hands the UDP socket over with the TCP ones: the new process serves
+/// HTTP/3 on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binary_upgrade_hands_the_udp_socket_over() {
+    let sims = tomcats(1).await;
+    let (t, _pki) = start(&server_line(&sims[0], ""), "");
+    let pid_file = t.dir.join("tether.pid");
+    let _guard = common::daemon::KillOnDrop(pid_file.clone());
+    let before = h3(&t, serde_json::json!({"requests": [{"path": "/"}]}));
+    assert_eq!(before[0]["status"], 200, "{before:?}");
+    let up = Command::new(common::tether_bin())
+        .args(["upgrade", "-c"])
+        .arg(t.config_path())
+        .output()
+        .unwrap();
+    assert!(up.status.success(), "{up:?}\n{}", t.log());
+    let new = tether::process::upgrade::read_pid(&pid_file).unwrap();
+    assert_ne!(new as u32, t.pid());
+    let after = h3(
+        &t,
+        serde_json::json!({"requests": [{"path": "/"}, {"path": "/"}]}),
+    );
+    for a in &after {
+        assert_eq!(a["status"], 200, "{after:?}");
+    }
+}
