@@ -1,11 +1,12 @@
 //! tether's HTTP/3 front end (`listeners[].http3: true`): QUIC on the UDP port of a TLS
 //! listener's address, over Cloudflare's quiche (sans-IO) driven by tether's own tasks: the
-//! socket's reader routes datagrams to connections (`router.rs`), each connection is served
-//! in a task of its own (`conn.rs`), its request streams by the request streams' steps
+//! socket's reader routes datagrams to connections (`router.rs`, in the terms of `ids.rs`),
+//! each connection is served in a task of its own (`conn.rs`), its request streams by the request streams' steps
 //! (`crate::front::streams`, through `io.rs`), with the request's fields read as an HTTP/2
 //! stream's are (`request.rs`).
 
 mod conn;
+mod ids;
 mod io;
 mod request;
 mod router;
@@ -63,8 +64,8 @@ impl Http3 {
         c.set_application_protos(quiche::h3::APPLICATION_PROTOCOL)
             .map_err(err)?;
         c.set_max_idle_timeout(self.limits.keepalive_timeout.as_millis() as u64);
-        c.set_max_recv_udp_payload_size(conn::MAX_DATAGRAM);
-        c.set_max_send_udp_payload_size(conn::MAX_DATAGRAM);
+        c.set_max_recv_udp_payload_size(ids::MAX_DATAGRAM);
+        c.set_max_send_udp_payload_size(ids::MAX_DATAGRAM);
         c.set_initial_max_data(CONNECTION_WINDOW);
         c.set_initial_max_stream_data_bidi_remote(STREAM_WINDOW);
         c.set_initial_max_stream_data_bidi_local(STREAM_WINDOW);

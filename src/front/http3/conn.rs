@@ -5,8 +5,8 @@
 //! control, and its packets go back out on the listener's socket. A stop sends GOAWAY and
 //! lets the requests in flight end.
 
+use super::ids::{new_cid, Datagram, ToRouter, MAX_DATAGRAM};
 use super::io::{Body, Command, Shared, RECV_WINDOW};
-use super::router::{Datagram, ToRouter};
 use crate::front::streams::{io::Gone, Link, Served, Streams};
 use bytes::{Buf, Bytes};
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -23,10 +23,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc::{self, Receiver, UnboundedSender};
-
-/// The largest UDP payload tether sends (what every path between loopback and the internet
-/// carries, as quiche's examples use).
-pub const MAX_DATAGRAM: usize = 1350;
 
 /// How long a connection told to go away may take to end once no request is left.
 const GOAWAY_DRAIN: Duration = Duration::from_secs(5);
@@ -355,7 +351,7 @@ impl Conn {
     /// path with), and the router told which ones route here.
     fn connection_ids(&mut self) {
         while self.quic.scids_left() > 0 {
-            let cid = super::router::new_cid();
+            let cid = new_cid();
             let mut token = [0u8; 16];
             boring::rand::rand_bytes(&mut token).expect("BoringSSL's random bytes");
             let id = quiche::ConnectionId::from_vec(cid.clone());

@@ -4,7 +4,8 @@
 //! task of its own on one of the listener's threads; an unknown version gets Version
 //! Negotiation. Connections tell the router which ids route to them, and when they end.
 
-use super::conn::{Conn, MAX_DATAGRAM};
+use super::conn::Conn;
+use super::ids::{new_cid, Datagram, ToRouter, CID_LEN, MAX_DATAGRAM};
 use crate::front::streams::Streams;
 use log::{debug, warn};
 use pingora_core::server::ShutdownWatch;
@@ -14,32 +15,9 @@ use std::sync::Arc;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc::{self, Sender};
 
-/// The length of the connection ids tether issues.
-pub const CID_LEN: usize = quiche::MAX_CONN_ID_LEN;
-
 /// Datagrams queued for one connection's task; past this they are dropped, as a full
 /// socket buffer drops them (QUIC recovers).
 const QUEUE: usize = 256;
-
-/// A datagram and its sender's address.
-pub type Datagram = (Vec<u8>, SocketAddr);
-
-/// What connections tell the router.
-pub enum ToRouter {
-    /// Connection `.0` issued id `.1`.
-    Add(u64, Vec<u8>),
-    /// An id the client retired.
-    Remove(Vec<u8>),
-    /// The connection ended: none of its ids route anywhere.
-    Closed(u64),
-}
-
-/// A fresh, random connection id.
-pub fn new_cid() -> Vec<u8> {
-    let mut cid = vec![0u8; CID_LEN];
-    boring::rand::rand_bytes(&mut cid).expect("BoringSSL's random bytes");
-    cid
-}
 
 pub struct Router {
     pub socket: Arc<UdpSocket>,
