@@ -81,6 +81,7 @@ fn the_example_config_parses_to_what_it_documents() {
                 _ => Http2Path::Engine,
             },
             http3: false,
+            alt_svc_max_age: std::time::Duration::from_secs(24 * 3600),
             redirect_https: None,
         }],
         clusters: vec![Cluster {

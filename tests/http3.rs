@@ -224,3 +224,46 @@ async fn a_binary_upgrade_hands_the_udp_socket_over() {
         assert_eq!(a["status"], 200, "{after:?}");
     }
 }
+
+/// The heads `curl` gets over HTTP/1.1 or HTTP/2 on the listener.
+fn curl_head(t: &Tether, version: &str) -> String {
+    let out = Command::new("curl")
+        .args([
+            "-sk",
+            "-D",
+            "-",
+            "-o",
+            "/dev/null",
+            "--max-time",
+            "10",
+            version,
+        ])
+        .arg(format!("https://127.0.0.1:{}/", t.addr.port()))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).to_ascii_lowercase()
+}
+
+/// HTTP/1.1 and HTTP/2 answers tell the client that the listener serves HTTP/3
+/// (`Alt-Svc`, for `alt_svc_max_age`), HTTP/3 answers do not need to; a zero age says
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alt_svc_tells_http1_and_http2_clients_of_http3() {
+    let sims = tomcats(1).await;
+    let (t, _pki) = start(&server_line(&sims[0], ""), "");
+    let said = format!("alt-svc: h3=\":{}\"; ma=86400\r\n", t.addr.port());
+    for version in ["--http1.1", "--http2"] {
+        let head = curl_head(&t, version);
+        assert!(head.contains(" 200"), "{version}: {head}");
+        assert!(head.contains(&said), "{version}: {head}");
+    }
+    let over_h3 = h3(&t, serde_json::json!({"requests": [{"path": "/"}]}));
+    assert_eq!(field(&over_h3[0], "alt-svc"), None, "{over_h3:?}");
+    drop(t);
+    let (t, _pki) = start(&server_line(&sims[0], ""), "    alt_svc_max_age: 0s\n");
+    for version in ["--http1.1", "--http2"] {
+        let head = curl_head(&t, version);
+        assert!(head.contains(" 200"), "{version}: {head}");
+        assert!(!head.contains("alt-svc"), "{version}: {head}");
+    }
+}

@@ -55,6 +55,9 @@ pub struct Listener {
     /// Serve HTTP/3 over QUIC on the UDP port of the same address (TLS listeners only;
     /// default false, fixed at start).
     pub http3: bool,
+    /// With `http3`: how long clients may remember, from the `Alt-Svc` field of its
+    /// HTTP/1.1 and HTTP/2 answers, that the listener serves HTTP/3 (zero: not said).
+    pub alt_svc_max_age: std::time::Duration,
     /// Answer every request with a redirect to https (then `cluster` is not needed).
     pub redirect_https: Option<Redirect>,
 }

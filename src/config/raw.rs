@@ -98,6 +98,7 @@ pub struct RawListener {
     pub http1: Option<String>,
     pub http2: Option<String>,
     pub http3: Option<bool>,
+    pub alt_svc_max_age: Option<String>,
     pub redirect_https: Option<RawRedirect>,
     #[serde(default)]
     pub routes: Vec<RawRoute>,

@@ -162,6 +162,12 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             http1: http1_path(l.http1.as_deref(), &path, &mut check),
             http2: http2_path(l.http2.as_deref(), &path, &mut check),
             http3: http3(l, &path, &mut check),
+            alt_svc_max_age: check.duration(
+                format!("{path}.alt_svc_max_age"),
+                l.alt_svc_max_age.as_deref(),
+                std::time::Duration::from_secs(24 * 3600),
+                std::time::Duration::ZERO..=std::time::Duration::from_secs(365 * 24 * 3600),
+            ),
             tls,
             redirect_https,
         });

@@ -439,6 +439,9 @@ impl TetherProxy {
             req.version == http::Version::HTTP_10,
         );
         squeeze::head(upstream_response, asked, ctx);
+        if let Some(alt_svc) = &self.snapshot.load().alt_svc[self.listener] {
+            upstream_response.insert_header(http::header::ALT_SVC, alt_svc.clone())?;
+        }
         Ok(())
     }
 

@@ -57,6 +57,18 @@ impl Streams {
         self.snapshot.load().limits[self.listener]
     }
 
+    /// Adds the listener's `Alt-Svc` (it serves HTTP/3) to an HTTP/2 answer's head: over
+    /// HTTP/3 the client knows already.
+    fn alt_svc(&self, version: http::Version, head: &mut http::Response<()>) {
+        if version != http::Version::HTTP_2 {
+            return;
+        }
+        if let Some(alt_svc) = &self.snapshot.load().alt_svc[self.listener] {
+            head.headers_mut()
+                .insert(http::header::ALT_SVC, alt_svc.clone());
+        }
+    }
+
     /// The listener's name.
     pub fn name(&self) -> &str {
         &self.name

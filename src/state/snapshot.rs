@@ -49,12 +49,24 @@ pub struct Snapshot {
     pub listener_files: Box<[Option<Arc<crate::config::Files>>]>,
     /// Per listener: its `compress` (a route's own is in its [`RouteInfo`]).
     pub listener_compress: Box<[Option<Arc<crate::config::Compress>>]>,
+    /// Per listener: the `Alt-Svc` field its HTTP/1.1 and HTTP/2 answers carry (with
+    /// `http3`, unless its max age is zero).
+    pub alt_svc: Box<[Option<http::HeaderValue>]>,
     pub cluster_pages: Box<[Option<crate::config::ErrorPages>]>,
     /// Whether any chain has a plugin: requests skip the plugin phases when none does.
     has_plugins: bool,
     /// Whether a plugin of any chain changes messages (`Plugin::edits_messages`): then
     /// tether's HTTP/1 engine hands requests to pingora-proxy.
     plugins_edit: bool,
+}
+
+/// `h3=":PORT"; ma=SECONDS` for a listener that serves HTTP/3 and says so.
+fn alt_svc(l: &crate::config::Listener) -> Option<http::HeaderValue> {
+    if !l.http3 || l.alt_svc_max_age.is_zero() {
+        return None;
+    }
+    let (port, age) = (l.address.port(), l.alt_svc_max_age.as_secs());
+    http::HeaderValue::from_str(&format!("h3=\":{port}\"; ma={age}")).ok()
 }
 
 impl Snapshot {
@@ -149,6 +161,7 @@ impl Snapshot {
             clusters.push(Arc::new(router));
         }
         Snapshot {
+            alt_svc: config.listeners.iter().map(alt_svc).collect(),
             listener_files: config.listeners.iter().map(|l| l.serve.clone()).collect(),
             listener_compress: config
                 .listeners

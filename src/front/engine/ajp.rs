@@ -176,6 +176,9 @@ impl upstream::ajp::ClientSide for Side<'_> {
         let out = &mut self.c.out;
         let body = has_body(status, req);
         client_head(out, status, fields, length, plan);
+        if let Some(alt_svc) = &req.alt_svc {
+            answer::field(out, b"Alt-Svc", alt_svc.as_bytes());
+        }
         // A length does not frame an answer without a body, but is passed on (HEAD).
         let length = length.filter(|_| body);
         self.chunked = length.is_none() && body && !req.http10;

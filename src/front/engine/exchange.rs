@@ -41,6 +41,8 @@ pub struct Request {
     /// a tunnel (`tunnel.rs`).
     pub upgrade: bool,
     pub limits: ListenerLimits,
+    /// The listener's `Alt-Svc` field (it serves HTTP/3), for the answer's head.
+    pub alt_svc: Option<http::HeaderValue>,
     /// Most idle connections kept per server and thread (`upstream_keepalive_pool_size`).
     pub pool_size: usize,
 }
@@ -114,7 +116,7 @@ pub async fn attempt(
             may_retry,
         );
         if !Failure::after_head(heard, status)? {
-            client_head(c, Framing::None, true, req.http10, None);
+            client_head(c, Framing::None, true, (req.http10, None), None);
             if to_client(&mut c.stream, &c.out, &req.limits, listener)
                 .await
                 .is_err()
@@ -136,7 +138,14 @@ pub async fn attempt(
         let unframed = encoder.is_some() && req.http10;
         let client_keep = !upgraded && req.keeps() && framing != Framing::Close && !unframed;
         let dechunk = req.http10 && framing == Framing::Chunked;
-        client_head(c, framing, client_keep && !dechunk, req.http10, plan);
+        let alt_svc = req.alt_svc.as_ref();
+        client_head(
+            c,
+            framing,
+            client_keep && !dechunk,
+            (req.http10, alt_svc),
+            plan,
+        );
         if upgraded {
             if to_client(&mut c.stream, &c.out, &req.limits, listener)
                 .await
@@ -314,7 +323,14 @@ impl upstream::Watch for Watched<'_> {
 
 /// The client's head, from the server's: the status line and fields, less the server's
 /// hop fields and `$WS*` fields, with the client connection's persistence.
-fn client_head(c: &mut Conn, framing: Framing, keep: bool, http10: bool, plan: Option<Plan>) {
+/// `alt_svc`: the listener's `Alt-Svc`, for a final answer.
+fn client_head(
+    c: &mut Conn,
+    framing: Framing,
+    keep: bool,
+    (http10, alt_svc): (bool, Option<&http::HeaderValue>),
+    plan: Option<Plan>,
+) {
     let status = c.up_head.status;
     answer::status_line(&mut c.out, status);
     let dechunk = http10 && framing == Framing::Chunked;
@@ -332,6 +348,9 @@ fn client_head(c: &mut Conn, framing: Framing, keep: bool, http10: bool, plan: O
         answer::server_field(&mut c.out, name, value, plan);
     }
     answer::plan_fields(&mut c.out, plan);
+    if let Some(alt_svc) = alt_svc {
+        answer::field(&mut c.out, b"Alt-Svc", alt_svc.as_bytes());
+    }
     if matches!(plan, Some(Plan::Squeeze(..))) && !http10 {
         answer::field(&mut c.out, b"Transfer-Encoding", b"chunked");
     }

@@ -252,6 +252,7 @@ impl Engine {
             upgrade,
             limits,
             pool_size: self.pool_size,
+            alt_svc: snapshot.alt_svc[self.listener].clone(),
         };
         let (status, keep) = self.process(&mut c, &mut ctx, &snapshot, &mut req).await;
         self.log(&c, &mut ctx, status);

@@ -113,6 +113,7 @@ impl<B: RecvBody, R: Respond> upstream::ajp::ClientSide for Side<'_, '_, B, R> {
     ) -> Result<bool, ()> {
         let no_body = self.head_request || status == 204 || status == 304;
         let mut head = response(status, fields);
+        self.streams.alt_svc(R::VERSION, &mut head);
         if let Some(plan) = plan {
             crate::pipeline::compress::edit(head.headers_mut(), plan);
         }

@@ -56,9 +56,9 @@ impl<'a, B: RecvBody, R: Respond> Exchange<'a, B, R> {
     }
 }
 
-pub(super) async fn attempt(
+pub(super) async fn attempt<R: Respond>(
     streams: &Streams,
-    x: &mut Exchange<'_, impl RecvBody, impl Respond>,
+    x: &mut Exchange<'_, impl RecvBody, R>,
     ctx: &mut RequestCtx,
 ) -> Result<Relayed, Failure> {
     let router = ctx.router.clone().expect("a routed request");
@@ -136,6 +136,7 @@ pub(super) async fn attempt(
         });
         let mut encoder = plan.and_then(compress::Encoder::of);
         let mut head = response(status, x.head.fields(&x.buf));
+        streams.alt_svc(R::VERSION, &mut head);
         if let Some(plan) = plan {
             compress::edit(head.headers_mut(), plan);
         }
