@@ -110,8 +110,8 @@ async fn requests_over_http3_are_sticky_carry_bodies_and_follow_a_new_client_por
         scrape.contains(r#"tether_http_requests_total{listener="web",version="3"} 5"#),
         "{scrape}"
     );
-    let log = std::fs::read_to_string(t.dir.join("access.log")).unwrap();
-    assert!(log.contains("HTTP/3"), "{log}");
+    let log = access_log(&t, 5);
+    assert_eq!(log.matches("\"protocol\":\"HTTP/3\"").count(), 5, "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,5 +265,76 @@ async fn alt_svc_tells_http1_and_http2_clients_of_http3() {
         let head = curl_head(&t, version);
         assert!(head.contains(" 200"), "{version}: {head}");
         assert!(!head.contains("alt-svc"), "{version}: {head}");
+    }
+}
+
+/// The base64 SHA-256 of `cert`'s public key, as Chromium's
+/// `--ignore-certificate-errors-spki-list` takes it.
+fn spki_hash(cert: &str) -> String {
+    let pipeline = format!(
+        "openssl x509 -pubkey -noout -in {cert} | openssl pkey -pubin -outform der \
+         | openssl dgst -sha256 -binary | base64"
+    );
+    let out = Command::new("sh").args(["-c", &pipeline]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Headless Chromium, told that the origin speaks QUIC, loads pages over HTTP/3 through
+/// tether, its session kept on its server from one load to the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chromium_loads_pages_over_http3_and_keeps_its_session() {
+    let sims = tomcats(2).await;
+    let servers: String = sims.iter().map(|s| server_line(s, "")).collect();
+    let (t, pki) = start(&servers, "");
+    let origin = format!("127.0.0.1:{}", t.addr.port());
+    let driver = common::webdriver::Driver::start();
+    let flags = [
+        format!("--origin-to-force-quic-on={origin}"),
+        format!(
+            "--ignore-certificate-errors-spki-list={}",
+            spki_hash(&pki.path("a.crt"))
+        ),
+    ];
+    let browser = driver.browser_with(800, 600, &flags).await;
+    let protocol = "return performance.getEntriesByType('navigation')[0].nextHopProtocol";
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        browser
+            .goto(&format!("https://{origin}/shop"))
+            .await
+            .unwrap();
+        let text = common::webdriver::js(&browser, "return document.body.innerText").await;
+        let over = common::webdriver::js(&browser, protocol).await;
+        assert_eq!(over, "h3", "{text}\n{}", t.log());
+        seen.push(text.as_str().unwrap_or_default().to_string());
+    }
+    browser.close().await.unwrap();
+    // `server=tcN session=ID count=N`: the second load on the first's server and session
+    // (the browser's `/favicon.ico` counts in it too).
+    let parts = |s: &str| -> Vec<String> { s.split_whitespace().map(String::from).collect() };
+    let (first, second) = (parts(&seen[0]), parts(&seen[1]));
+    assert_eq!(first[..2], second[..2], "{seen:?}");
+    assert_eq!(first[2], "count=1", "{seen:?}");
+    assert_ne!(second[2], "count=1", "{seen:?}");
+    let log = access_log(&t, 2);
+    let lines = log.lines().count();
+    assert_eq!(
+        log.matches("\"protocol\":\"HTTP/3\"").count(),
+        lines,
+        "{log}"
+    );
+}
+
+/// The access log once it has `lines` lines (it is written a moment after the answers).
+fn access_log(t: &Tether, lines: usize) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let log = std::fs::read_to_string(t.dir.join("access.log")).unwrap_or_default();
+        if log.lines().count() >= lines {
+            return log;
+        }
+        assert!(std::time::Instant::now() < deadline, "{lines} lines: {log}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }

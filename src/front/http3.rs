@@ -15,11 +15,12 @@ use crate::config::{ListenerLimits, ListenerTls};
 use crate::front::streams::Streams;
 use async_trait::async_trait;
 use log::error;
-use pingora_core::server::{ListenFds, ShutdownWatch};
+use pingora_core::server::{ExecutionPhase, ListenFds, ShutdownWatch};
 use pingora_core::services::Service;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::UdpSocket;
+use tokio::sync::broadcast;
 
 /// Streams a client may open at once on one connection.
 const MAX_STREAMS: u64 = 100;
@@ -35,6 +36,7 @@ pub struct Http3 {
     tls: ListenerTls,
     limits: ListenerLimits,
     streams: Arc<Streams>,
+    phases: Option<broadcast::Receiver<ExecutionPhase>>,
 }
 
 impl Http3 {
@@ -44,6 +46,7 @@ impl Http3 {
         tls: ListenerTls,
         limits: ListenerLimits,
         streams: Streams,
+        phases: broadcast::Receiver<ExecutionPhase>,
     ) -> Self {
         Http3 {
             name: format!("tether listener {listener} (HTTP/3)"),
@@ -51,6 +54,7 @@ impl Http3 {
             tls,
             limits,
             streams: Arc::new(streams),
+            phases: Some(phases),
         }
     }
 
@@ -128,6 +132,7 @@ impl Service for Http3 {
             h3,
             streams: self.streams.clone(),
             shutdown,
+            phases: self.phases.take().expect("a service starts once"),
         };
         router.run().await;
     }

@@ -215,6 +215,7 @@ pub fn build_server(
                     access_log.clone(),
                     ConnectorOptions::from_server_conf(&server.configuration),
                 ),
+                server.watch_execution_phase(),
             ));
         }
         let app = Listener::new(

@@ -41,16 +41,33 @@ impl Driver {
 
     /// A headless Chromium of its own (a new profile), at `width` × `height`.
     pub async fn browser(&self, width: u32, height: u32) -> Client {
+        self.browser_with(width, height, &["--disable-quic".to_string()])
+            .await
+    }
+
+    /// A headless Chromium as [`Driver::browser`], with more command-line `flags` (QUIC
+    /// is off unless they turn it on).
+    pub async fn browser_with(&self, width: u32, height: u32, flags: &[String]) -> Client {
+        let mut args = vec![
+            "--headless=new".to_string(),
+            "--no-sandbox".into(),
+            "--disable-gpu".into(),
+            "--disable-dev-shm-usage".into(),
+            "--no-first-run".into(),
+            "--disable-background-networking".into(),
+            "--disable-component-update".into(),
+            "--disable-sync".into(),
+            format!("--window-size={width},{height}"),
+            format!(
+                "--user-data-dir={}",
+                self.profile.join(format!("{width}x{height}")).display()
+            ),
+        ];
+        args.extend_from_slice(flags);
         let caps = json!({
             "goog:chromeOptions": {
                 "binary": "/usr/bin/chromium",
-                "args": [
-                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                    "--disable-quic", "--no-first-run", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync",
-                    format!("--window-size={width},{height}"),
-                    format!("--user-data-dir={}", self.profile.join(format!("{width}x{height}")).display()),
-                ],
+                "args": args,
             }
         });
         let Value::Object(caps) = caps else {

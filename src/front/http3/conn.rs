@@ -143,7 +143,13 @@ impl Conn {
                             self.recv(d);
                         }
                     }
-                    None => break,
+                    // The router stopped (the socket went to a new process): the client is
+                    // told the connection ends, and connects again.
+                    None => {
+                        let _ = self.quic.close(true, NO_ERROR, b"");
+                        self.send_packets(&mut buf).await;
+                        break;
+                    }
                 },
                 Some(c) = commanded.recv() => {
                     self.command(h3.as_mut(), &mut streams, c, &mut buf);

@@ -8,11 +8,13 @@ use super::conn::Conn;
 use super::ids::{new_cid, Datagram, ToRouter, CID_LEN, MAX_DATAGRAM};
 use crate::front::streams::Streams;
 use log::{debug, warn};
+use pingora_core::server::ExecutionPhase;
 use pingora_core::server::ShutdownWatch;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::UdpSocket;
+use tokio::sync::broadcast;
 use tokio::sync::mpsc::{self, Sender};
 
 /// Datagrams queued for one connection's task; past this they are dropped, as a full
@@ -26,6 +28,9 @@ pub struct Router {
     pub h3: Arc<quiche::h3::Config>,
     pub streams: Arc<Streams>,
     pub shutdown: ShutdownWatch,
+    /// The server's phases: when this process hands its sockets to a new one, it stops
+    /// reading the UDP socket at once.
+    pub phases: broadcast::Receiver<ExecutionPhase>,
 }
 
 /// Where an id routes: its connection and that connection's queue.
@@ -49,6 +54,7 @@ impl Router {
         let mut buf = vec![0u8; 65535];
         let mut out = vec![0u8; MAX_DATAGRAM];
         let mut shutdown = self.shutdown.clone();
+        let mut watching = true;
         loop {
             tokio::select! {
                 biased;
@@ -110,6 +116,15 @@ impl Router {
                     };
                     pingora_runtime::current_handle().spawn(task.run(packets, self.shutdown.clone()));
                 }
+                phase = self.phases.recv(), if watching => match phase {
+                    // The new process reads the socket from now on: two readers would
+                    // share out each connection's datagrams between them. This one's
+                    // connections close (their queues end with the router), and their
+                    // clients connect again, to the new process.
+                    Ok(ExecutionPhase::GracefulUpgradeTransferringFds) => break,
+                    Err(broadcast::error::RecvError::Closed) => watching = false,
+                    _ => {}
+                },
                 changed = shutdown.changed() => {
                     if changed.is_err() {
                         break;
