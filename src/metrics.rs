@@ -164,10 +164,29 @@ pub fn certificate_expiry_reset() {
     CERT_EXPIRY.reset();
 }
 
+static HTTP3_PACKETS: Lazy<IntCounterVec> = Lazy::new(|| {
+    register_int_counter_vec!(
+        "tether_http3_packets_sent_total",
+        "Packets an HTTP/3 listener sent without a connection, by kind: `retry` (the client's \
+         address to be proved first, under load) or `stateless_reset` (to a connection it \
+         does not know).",
+        &["listener", "kind"]
+    )
+    .expect("register tether_http3_packets_sent_total")
+});
+
+/// An HTTP/3 listener's counters of packets sent without a connection: (Retry, reset).
+pub fn http3_packets(listener: &str) -> (IntCounter, IntCounter) {
+    (
+        HTTP3_PACKETS.with_label_values(&[listener, "retry"]),
+        HTTP3_PACKETS.with_label_values(&[listener, "stateless_reset"]),
+    )
+}
+
 static REQUESTS_BY_VERSION: Lazy<IntCounterVec> = Lazy::new(|| {
     register_int_counter_vec!(
         "tether_http_requests_total",
-        "Requests received, by listener and HTTP version (1.0, 1.1, 2).",
+        "Requests received, by listener and HTTP version (1.0, 1.1, 2, 3).",
         &["listener", "version"]
     )
     .expect("register tether_http_requests_total")

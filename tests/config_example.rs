@@ -82,6 +82,7 @@ fn the_example_config_parses_to_what_it_documents() {
             },
             http3: false,
             alt_svc_max_age: std::time::Duration::from_secs(24 * 3600),
+            http3_retry_above: 1000,
             redirect_https: None,
         }],
         clusters: vec![Cluster {

@@ -338,3 +338,63 @@ fn access_log(t: &Tether, lines: usize) -> String {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// Under load (here: from the first connection, `http3_retry_above: 0`) a new client
+/// proves its address with a Retry first; a packet for a connection the listener does not
+/// know gets a stateless reset, keyed by the listener's key in `state_dir`, so that the
+/// process after a restart or an upgrade ends the connections of the one before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_under_load_and_stateless_resets() {
+    let sims = tomcats(1).await;
+    let dir = scratch_dir("http3-keys");
+    let state = dir.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let pki = Pki::new(&dir);
+    let t = Tether::start_with(Opts {
+        cluster: format!("    servers:\n{}", server_line(&sims[0], "")),
+        listener_extra: format!(
+            "    http3: true\n    http3_retry_above: 0\n    tls:\n      cert: {}\n      key: {}\n",
+            pki.path("a.crt"),
+            pki.path("a.key")
+        ),
+        top: format!("state_dir: {}\n", state.display()),
+        metrics: true,
+        ..Opts::default()
+    });
+    let answers = h3(
+        &t,
+        serde_json::json!({"requests": [{"path": "/"}, {"path": "/"}]}),
+    );
+    for a in &answers {
+        assert_eq!(a["status"], 200, "{answers:?}");
+    }
+    let scrape = common::scrape(t.metrics.unwrap()).await;
+    let retries = r#"tether_http3_packets_sent_total{kind="retry",listener="web"} 1"#;
+    assert!(scrape.contains(retries), "{scrape}");
+
+    // A short-header packet to an id no connection has.
+    let key = std::fs::read(state.join("quic.key")).unwrap();
+    assert_eq!(key.len(), 32);
+    let dcid = [7u8; 20];
+    let mut packet = vec![0x41u8];
+    packet.extend_from_slice(&dcid);
+    packet.extend_from_slice(&[0x5a; 60]);
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    udp.send_to(&packet, t.addr).unwrap();
+    let mut reset = [0u8; 1500];
+    let (n, _) = udp.recv_from(&mut reset).expect("a stateless reset");
+    assert!(n < packet.len() && n >= 21, "{n} bytes");
+    assert_eq!(reset[0] & 0xc0, 0x40, "a short header's first bits");
+    let want = boring::hash::hmac_sha256(&key, &[&b"reset"[..], &dcid].concat()).unwrap();
+    assert_eq!(reset[n - 16..n], want[..16], "the token of that id");
+    // A packet too short to be answered by a shorter one is not.
+    udp.send_to(&packet[..21], t.addr).unwrap();
+    udp.set_read_timeout(Some(std::time::Duration::from_millis(300)))
+        .unwrap();
+    assert!(udp.recv_from(&mut reset).is_err(), "no answer to 21 bytes");
+    let scrape = common::scrape(t.metrics.unwrap()).await;
+    let resets = r#"tether_http3_packets_sent_total{kind="stateless_reset",listener="web"} 1"#;
+    assert!(scrape.contains(resets), "{scrape}");
+}

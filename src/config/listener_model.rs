@@ -58,6 +58,9 @@ pub struct Listener {
     /// With `http3`: how long clients may remember, from the `Alt-Svc` field of its
     /// HTTP/1.1 and HTTP/2 answers, that the listener serves HTTP/3 (zero: not said).
     pub alt_svc_max_age: std::time::Duration,
+    /// With `http3`: from how many connections a new client must prove its address first
+    /// (a Retry, RFC 9000 §8.1); 0: every one.
+    pub http3_retry_above: u64,
     /// Answer every request with a redirect to https (then `cluster` is not needed).
     pub redirect_https: Option<Redirect>,
 }

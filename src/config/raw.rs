@@ -99,6 +99,7 @@ pub struct RawListener {
     pub http2: Option<String>,
     pub http3: Option<bool>,
     pub alt_svc_max_age: Option<String>,
+    pub http3_retry_above: Option<u64>,
     pub redirect_https: Option<RawRedirect>,
     #[serde(default)]
     pub routes: Vec<RawRoute>,

@@ -162,6 +162,11 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             http1: http1_path(l.http1.as_deref(), &path, &mut check),
             http2: http2_path(l.http2.as_deref(), &path, &mut check),
             http3: http3(l, &path, &mut check),
+            http3_retry_above: check.count(
+                format!("{path}.http3_retry_above"),
+                l.http3_retry_above.unwrap_or(1000),
+                0..=1_000_000,
+            ),
             alt_svc_max_age: check.duration(
                 format!("{path}.alt_svc_max_age"),
                 l.alt_svc_max_age.as_deref(),

@@ -11,13 +11,14 @@ mod io;
 mod request;
 mod router;
 
-use crate::config::{ListenerLimits, ListenerTls};
+use crate::config::{Listener, ListenerLimits, ListenerTls};
 use crate::front::streams::Streams;
 use async_trait::async_trait;
 use log::error;
 use pingora_core::server::{ExecutionPhase, ListenFds, ShutdownWatch};
 use pingora_core::services::Service;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::net::UdpSocket;
 use tokio::sync::broadcast;
@@ -32,7 +33,11 @@ const CONNECTION_WINDOW: u64 = 1024 * 1024;
 /// The HTTP/3 service of one TLS listener.
 pub struct Http3 {
     name: String,
+    listener: String,
     address: SocketAddr,
+    retry_above: usize,
+    /// Where the key of its reset and Retry tokens is kept (made at the first start).
+    key_file: Option<PathBuf>,
     tls: ListenerTls,
     limits: ListenerLimits,
     streams: Arc<Streams>,
@@ -40,19 +45,23 @@ pub struct Http3 {
 }
 
 impl Http3 {
+    /// The HTTP/3 service of `listener` (one with `tls`); its key for reset and Retry
+    /// tokens is kept in `state_dir` when there is one.
     pub fn new(
-        listener: &str,
-        address: SocketAddr,
+        listener: &Listener,
         tls: ListenerTls,
-        limits: ListenerLimits,
+        state_dir: Option<&Path>,
         streams: Streams,
         phases: broadcast::Receiver<ExecutionPhase>,
     ) -> Self {
         Http3 {
-            name: format!("tether listener {listener} (HTTP/3)"),
-            address,
+            name: format!("tether listener {} (HTTP/3)", listener.name),
+            listener: listener.name.clone(),
+            address: listener.address,
             tls,
-            limits,
+            limits: listener.limits,
+            retry_above: usize::try_from(listener.http3_retry_above).unwrap_or(usize::MAX),
+            key_file: state_dir.map(|d| d.join("quic.key")),
             streams: Arc::new(streams),
             phases: Some(phases),
         }
@@ -121,6 +130,10 @@ impl Service for Http3 {
             Ok(c) => Arc::new(c),
             Err(e) => return error!("{}: HTTP/3 setup: {e}", self.name),
         };
+        let keys = match ids::Keys::load(self.key_file.as_deref()) {
+            Ok(keys) => Arc::new(keys),
+            Err(e) => return error!("{}: the QUIC key: {e}", self.name),
+        };
         // The address was checked free before the server started; failing here is as the
         // TCP listeners fail.
         let socket = udp_socket(self.address, fds.as_ref())
@@ -133,6 +146,9 @@ impl Service for Http3 {
             streams: self.streams.clone(),
             shutdown,
             phases: self.phases.take().expect("a service starts once"),
+            keys,
+            retry_above: self.retry_above,
+            sent: crate::metrics::http3_packets(&self.listener),
         };
         router.run().await;
     }

@@ -204,10 +204,9 @@ pub fn build_server(
         });
         if let (true, Some(tls)) = (listener.http3, &listener.tls) {
             server.add_service(crate::front::http3::Http3::new(
-                &listener.name,
-                listener.address,
+                listener,
                 tls.clone(),
-                listener.limits,
+                config.state_dir.as_deref(),
                 crate::front::streams::Streams::new(
                     snapshot.clone(),
                     i,

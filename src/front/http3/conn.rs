@@ -5,7 +5,7 @@
 //! control, and its packets go back out on the listener's socket. A stop sends GOAWAY and
 //! lets the requests in flight end.
 
-use super::ids::{new_cid, Datagram, ToRouter, MAX_DATAGRAM};
+use super::ids::{new_cid, Datagram, Keys, ToRouter, MAX_DATAGRAM};
 use super::io::{Body, Command, Shared, RECV_WINDOW};
 use crate::front::streams::{io::Gone, Link, Served, Streams};
 use bytes::{Buf, Bytes};
@@ -65,6 +65,7 @@ pub struct Conn {
     pub streams: Arc<Streams>,
     pub router: UnboundedSender<ToRouter>,
     pub h3_config: Arc<h3::Config>,
+    pub keys: Arc<Keys>,
 }
 
 impl Conn {
@@ -358,14 +359,9 @@ impl Conn {
     fn connection_ids(&mut self) {
         while self.quic.scids_left() > 0 {
             let cid = new_cid();
-            let mut token = [0u8; 16];
-            boring::rand::rand_bytes(&mut token).expect("BoringSSL's random bytes");
+            let token = self.keys.reset_token(&cid);
             let id = quiche::ConnectionId::from_vec(cid.clone());
-            if self
-                .quic
-                .new_scid(&id, u128::from_be_bytes(token), false)
-                .is_err()
-            {
+            if self.quic.new_scid(&id, token, false).is_err() {
                 break;
             }
             let _ = self.router.send(ToRouter::Add(self.id, cid));

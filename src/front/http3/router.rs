@@ -5,11 +5,12 @@
 //! Negotiation. Connections tell the router which ids route to them, and when they end.
 
 use super::conn::Conn;
-use super::ids::{new_cid, Datagram, ToRouter, CID_LEN, MAX_DATAGRAM};
+use super::ids::{new_cid, stateless_reset, Datagram, Keys, ToRouter, CID_LEN, MAX_DATAGRAM};
 use crate::front::streams::Streams;
 use log::{debug, warn};
 use pingora_core::server::ExecutionPhase;
 use pingora_core::server::ShutdownWatch;
+use prometheus::IntCounter;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,6 +29,11 @@ pub struct Router {
     pub h3: Arc<quiche::h3::Config>,
     pub streams: Arc<Streams>,
     pub shutdown: ShutdownWatch,
+    pub keys: Arc<Keys>,
+    /// From how many connections a new client proves its address first (a Retry).
+    pub retry_above: usize,
+    /// Packets sent without a connection: Retries, stateless resets.
+    pub sent: (IntCounter, IntCounter),
     /// The server's phases: when this process hands its sockets to a new one, it stops
     /// reading the UDP socket at once.
     pub phases: broadcast::Receiver<ExecutionPhase>,
@@ -75,18 +81,20 @@ impl Router {
                         let _ = route.to.try_send((packet.to_vec(), from));
                         continue;
                     }
-                    if header.ty != quiche::Type::Initial || *shutdown.borrow() {
-                        continue;
-                    }
-                    if !quiche::version_is_supported(header.version) {
-                        if let Ok(n) = quiche::negotiate_version(&header.scid, &header.dcid, &mut out) {
+                    let (scid, odcid) = match self.unknown(&header, len, from, ids.len(), &mut out) {
+                        Unknown::Answer(n) => {
                             let _ = self.socket.send_to(&out[..n], from).await;
+                            continue;
                         }
-                        continue;
-                    }
-                    let scid = new_cid();
+                        Unknown::Drop => continue,
+                        Unknown::Accept { scid, odcid } if !*shutdown.borrow() => (scid, odcid),
+                        Unknown::Accept { .. } => continue,
+                    };
                     let id = quiche::ConnectionId::from_ref(&scid);
-                    let quic = match quiche::accept(&id, None, self.local, from, &mut self.quic) {
+                    let odcid = odcid.map(quiche::ConnectionId::from_vec);
+                    self.quic
+                        .set_stateless_reset_token(Some(self.keys.reset_token(&scid)));
+                    let quic = match quiche::accept(&id, odcid.as_ref(), self.local, from, &mut self.quic) {
                         Ok(quic) => quic,
                         Err(e) => {
                             debug!("QUIC connection from {from}: {e}");
@@ -113,6 +121,7 @@ impl Router {
                         streams: self.streams.clone(),
                         router: told.clone(),
                         h3_config: self.h3.clone(),
+                        keys: self.keys.clone(),
                     };
                     pingora_runtime::current_handle().spawn(task.run(packets, self.shutdown.clone()));
                 }
@@ -144,6 +153,88 @@ impl Router {
                 self.local,
                 routes.len()
             );
+        }
+    }
+}
+
+/// What a datagram for no connection this router knows gets.
+enum Unknown {
+    /// A packet back (`out`'s first bytes): Version Negotiation, Retry or a reset.
+    Answer(usize),
+    /// A new connection: the id it gets, and the id its client first chose when its
+    /// address was proved by a Retry.
+    Accept {
+        scid: Vec<u8>,
+        odcid: Option<Vec<u8>>,
+    },
+    Drop,
+}
+
+impl Router {
+    /// `header` (of a `len`-byte packet from `from`) names no connection of this router,
+    /// which holds `live` connections.
+    fn unknown(
+        &self,
+        header: &quiche::Header<'_>,
+        len: usize,
+        from: SocketAddr,
+        live: usize,
+        out: &mut [u8],
+    ) -> Unknown {
+        match header.ty {
+            quiche::Type::Initial => {}
+            // A connection this process does not have (another's before a restart, or one
+            // that ended): the client learns at once that it is gone.
+            quiche::Type::Short => {
+                return match stateless_reset(&self.keys, &header.dcid, len, out) {
+                    Some(n) => {
+                        self.sent.1.inc();
+                        Unknown::Answer(n)
+                    }
+                    None => Unknown::Drop,
+                }
+            }
+            _ => return Unknown::Drop,
+        }
+        if !quiche::version_is_supported(header.version) {
+            return match quiche::negotiate_version(&header.scid, &header.dcid, out) {
+                Ok(n) => Unknown::Answer(n),
+                Err(_) => Unknown::Drop,
+            };
+        }
+        if live < self.retry_above {
+            return Unknown::Accept {
+                scid: new_cid(),
+                odcid: None,
+            };
+        }
+        let token = header.token.as_deref().unwrap_or_default();
+        if token.is_empty() {
+            let scid = new_cid();
+            let retry_token = self.keys.retry_token(from, &header.dcid);
+            let scid = quiche::ConnectionId::from_ref(&scid);
+            return match quiche::retry(
+                &header.scid,
+                &header.dcid,
+                &scid,
+                &retry_token,
+                header.version,
+                out,
+            ) {
+                Ok(n) => {
+                    self.sent.0.inc();
+                    Unknown::Answer(n)
+                }
+                Err(_) => Unknown::Drop,
+            };
+        }
+        match self.keys.check_retry(from, token) {
+            // After a Retry the client's destination is the id the Retry gave it.
+            Some(odcid) => Unknown::Accept {
+                scid: header.dcid.to_vec(),
+                odcid: Some(odcid.to_vec()),
+            },
+            None => Unknown::Drop,
         }
     }
 }
