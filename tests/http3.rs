@@ -398,3 +398,36 @@ async fn retry_under_load_and_stateless_resets() {
     let resets = r#"tether_http3_packets_sent_total{kind="stateless_reset",listener="web"} 1"#;
     assert!(scrape.contains(resets), "{scrape}");
 }
+
+/// A flood of Initial packets from many addresses that never go on: past
+/// `http3_retry_above` half-made connections, each gets a Retry (no state kept for it),
+/// and a real client still connects and is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_initial_flood_gets_retries_and_real_clients_are_served() {
+    let sims = tomcats(1).await;
+    let (t, _pki) = start(&server_line(&sims[0], ""), "    http3_retry_above: 20\n");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/h3flood.py");
+    let out = Command::new("python3")
+        .args([script, "127.0.0.1", &t.addr.port().to_string(), "300"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.starts_with("sent 300 "),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let scrape = common::scrape(t.metrics.unwrap()).await;
+    let retries = scrape
+        .lines()
+        .find(|l| l.starts_with(r#"tether_http3_packets_sent_total{kind="retry",listener="web"}"#))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(
+        retries >= 250,
+        "{retries} Retries for 300 Initials past 20: {said}"
+    );
+    let answers = h3(&t, serde_json::json!({"requests": [{"path": "/"}]}));
+    assert_eq!(answers[0]["status"], 200, "{answers:?}");
+}
