@@ -431,3 +431,35 @@ async fn an_initial_flood_gets_retries_and_real_clients_are_served() {
     let answers = h3(&t, serde_json::json!({"requests": [{"path": "/"}]}));
     assert_eq!(answers[0]["status"], 200, "{answers:?}");
 }
+
+/// QUIC handshakes take the listener's certificates as TLS over TCP does: the one of the
+/// name the client asks for (SNI), else the default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_certificate_of_the_name_the_client_asks_for() {
+    let sims = tomcats(1).await;
+    let dir = scratch_dir("http3-sni");
+    let pki = Pki::new(&dir);
+    let t = Tether::start_with(Opts {
+        cluster: format!("    servers:\n{}", server_line(&sims[0], "")),
+        listener_extra: format!(
+            "    http3: true\n    tls:\n      cert: {}\n      key: {}\n      sni:\n        - {{ names: [b.test], cert: {}, key: {} }}\n",
+            pki.path("a.crt"),
+            pki.path("a.key"),
+            pki.path("b.crt"),
+            pki.path("b.key"),
+        ),
+        ..Opts::default()
+    });
+    let checked = |name: &str| {
+        let plan = serde_json::json!({"server_name": name, "cafile": pki.path("ca.pem"),
+            "requests": [{"path": "/"}]});
+        h3(&t, plan).remove(0)
+    };
+    for name in ["b.test", "a.test"] {
+        let a = checked(name);
+        assert_eq!(a["status"], 200, "{name}: {a}");
+    }
+    // A name with no certificate of its own gets the default one (a.test's): refused.
+    let other = checked("c.test");
+    assert!(other.get("error").is_some(), "{other}");
+}

@@ -93,36 +93,60 @@ pub(super) fn find<'a>(
     })
 }
 
-/// Builds the acceptor of `tls` (loading every file again: the config only checked them).
-pub fn build_acceptor(tls: &ListenerTls) -> Result<Acceptor, String> {
-    let default = load_cert_key(&tls.cert, &tls.key)?;
-    let mut expiry = vec![("default".to_string(), default.not_after_unix())];
-    let mut by_name: HashMap<String, SslContext> = HashMap::new();
+/// SNI contexts by lower-cased name.
+pub(super) type ByName = HashMap<String, SslContext>;
+
+/// The contexts of `tls.sni`, by lower-cased name, each made by `context` with its
+/// certificate; and each certificate's (names, expiry in Unix seconds).
+pub(super) fn sni_contexts(
+    tls: &ListenerTls,
+    context: impl Fn(&CertKey) -> Result<SslContext, String>,
+) -> Result<(ByName, Vec<(String, i64)>), String> {
+    let mut by_name = HashMap::new();
+    let mut expiry = Vec::with_capacity(tls.sni.len());
     for sni in &tls.sni {
         let ck = load_cert_key(&sni.cert, &sni.key)?;
-        let mut b = base(tls)?;
-        use_cert(&mut b, &ck)?;
-        let ctx = b.build().into_context();
+        let ctx = context(&ck)?;
         expiry.push((sni.names.join(","), ck.not_after_unix()));
         for n in &sni.names {
             by_name.insert(n.to_ascii_lowercase(), ctx.clone());
         }
     }
+    Ok((by_name, expiry))
+}
+
+/// Makes handshakes on `b` switch to the context of the name the client asks for (SNI),
+/// when `by_name` has it.
+pub(super) fn switch_by_name(b: &mut SslContextBuilder, by_name: ByName) {
+    if by_name.is_empty() {
+        return;
+    }
+    let by_name = Arc::new(by_name);
+    b.set_servername_callback(move |ssl, _alert| {
+        if let Some(ctx) = ssl
+            .servername(NameType::HOST_NAME)
+            .and_then(|n| find(&by_name, n))
+        {
+            ssl.set_ssl_context(ctx)
+                .map_err(|_| SniError::ALERT_FATAL)?;
+        }
+        Ok(())
+    });
+}
+
+/// Builds the acceptor of `tls` (loading every file again: the config only checked them).
+pub fn build_acceptor(tls: &ListenerTls) -> Result<Acceptor, String> {
+    let default = load_cert_key(&tls.cert, &tls.key)?;
+    let (by_name, by_name_expiry) = sni_contexts(tls, |ck| {
+        let mut b = base(tls)?;
+        use_cert(&mut b, ck)?;
+        Ok(b.build().into_context())
+    })?;
+    let mut expiry = vec![("default".to_string(), default.not_after_unix())];
+    expiry.extend(by_name_expiry);
     let mut b = base(tls)?;
     use_cert(&mut b, &default)?;
-    if !by_name.is_empty() {
-        let by_name = Arc::new(by_name);
-        b.set_servername_callback(move |ssl, _alert| {
-            if let Some(ctx) = ssl
-                .servername(NameType::HOST_NAME)
-                .and_then(|n| find(&by_name, n))
-            {
-                ssl.set_ssl_context(ctx)
-                    .map_err(|_| SniError::ALERT_FATAL)?;
-            }
-            Ok(())
-        });
-    }
+    switch_by_name(&mut b, by_name);
     // A CA bundle for client certificates is checked here too, with its own message.
     if let Some(auth) = &tls.client_auth {
         load_certs(&auth.ca, "CA bundle")?;

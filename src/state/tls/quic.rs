@@ -3,18 +3,13 @@
 //! is TLS 1.3 only, whose ciphers are not chosen by a cipher string, and quiche chooses
 //! the ALPN (`h3`) itself.
 
-use super::acceptor::{find, use_cert};
+use super::acceptor::{sni_contexts, switch_by_name, use_cert};
 use crate::config::pem::load_cert_key;
 use crate::config::{ClientAuth, ListenerTls};
-use boring::ssl::{
-    NameType, SniError, SslContext, SslContextBuilder, SslInfoCallbackMode, SslMethod,
-    SslVerifyMode, SslVersion,
-};
+use boring::ssl::{SslContextBuilder, SslInfoCallbackMode, SslMethod, SslVerifyMode, SslVersion};
 use boring::x509::X509Name;
 use pingora_core::protocols::tls::SslDigest;
 use std::cell::Cell;
-use std::collections::HashMap;
-use std::sync::Arc;
 
 thread_local! {
     /// The digest of the handshake that completed last on this thread.
@@ -63,30 +58,13 @@ fn base(tls: &ListenerTls) -> Result<SslContextBuilder, String> {
 /// a client's SNI switches it to its name's).
 pub fn build_quic(tls: &ListenerTls) -> Result<SslContextBuilder, String> {
     let default = load_cert_key(&tls.cert, &tls.key)?;
-    let mut by_name: HashMap<String, SslContext> = HashMap::new();
-    for sni in &tls.sni {
-        let ck = load_cert_key(&sni.cert, &sni.key)?;
+    let (by_name, _) = sni_contexts(tls, |ck| {
         let mut b = base(tls)?;
-        use_cert(&mut b, &ck)?;
-        let ctx = b.build();
-        for n in &sni.names {
-            by_name.insert(n.to_ascii_lowercase(), ctx.clone());
-        }
-    }
+        use_cert(&mut b, ck)?;
+        Ok(b.build())
+    })?;
     let mut b = base(tls)?;
     use_cert(&mut b, &default)?;
-    if !by_name.is_empty() {
-        let by_name = Arc::new(by_name);
-        b.set_servername_callback(move |ssl, _alert| {
-            if let Some(ctx) = ssl
-                .servername(NameType::HOST_NAME)
-                .and_then(|n| find(&by_name, n))
-            {
-                ssl.set_ssl_context(ctx)
-                    .map_err(|_| SniError::ALERT_FATAL)?;
-            }
-            Ok(())
-        });
-    }
+    switch_by_name(&mut b, by_name);
     Ok(b)
 }
