@@ -463,3 +463,29 @@ async fn the_certificate_of_the_name_the_client_asks_for() {
     let other = checked("c.test");
     assert!(other.get("error").is_some(), "{other}");
 }
+
+/// `client_auth: required` holds over QUIC: a client without a certificate from the CA
+/// is refused in the handshake, one with it is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_are_required_over_quic_too() {
+    let sims = tomcats(1).await;
+    let dir = scratch_dir("http3-mtls");
+    let pki = Pki::new(&dir);
+    let t = Tether::start_with(Opts {
+        cluster: format!("    servers:\n{}", server_line(&sims[0], "")),
+        listener_extra: format!(
+            "    http3: true\n    tls:\n      cert: {}\n      key: {}\n      client_auth: {{ ca: {} }}\n",
+            pki.path("a.crt"),
+            pki.path("a.key"),
+            pki.path("ca.pem"),
+        ),
+        ..Opts::default()
+    });
+    let without = serde_json::json!({"requests": [{"path": "/", "timeout": 3}]});
+    let without = h3(&t, without).remove(0);
+    assert!(without.get("error").is_some(), "{without}");
+    let with = serde_json::json!({"client_cert": pki.path("client.crt"),
+        "client_key": pki.path("client.key"), "requests": [{"path": "/"}]});
+    let with = h3(&t, with).remove(0);
+    assert_eq!(with["status"], 200, "{with}");
+}
