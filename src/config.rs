@@ -15,6 +15,7 @@ pub use compress::{Compress, DEFAULT_TYPES as DEFAULT_COMPRESSED_TYPES};
 mod clusters;
 mod error;
 mod error_pages;
+mod http3;
 mod listener_model;
 mod locate;
 pub mod model;

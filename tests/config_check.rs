@@ -496,21 +496,3 @@ fn ajp_takes_a_secret_file_and_a_packet_size_tomcat_can_take() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
-
-/// HTTP/3 is for TLS listeners, and a QUIC datagram carries no PROXY header.
-#[test]
-fn http3_needs_tls_and_takes_no_proxy_header() {
-    let plain = GOOD.replace("cluster: shop }", "cluster: shop, http3: true }");
-    assert_error(
-        &plain,
-        "listeners[0].http3",
-        "needs the listener's `tls:`",
-        2,
-    );
-    let proxied = GOOD.replace(
-        "cluster: shop }",
-        "cluster: shop, http3: true, proxy_protocol: { from: [10.0.0.1] } }",
-    );
-    assert_error(&proxied, "listeners[0].http3", "takes no PROXY header", 2);
-    assert!(!parse(GOOD, "test.yaml").expect("valid").listeners[0].http3);
-}

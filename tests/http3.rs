@@ -203,7 +203,7 @@ async fn a_stop_answers_the_request_in_flight() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_binary_upgrade_hands_the_udp_socket_over() {
     let sims = tomcats(1).await;
-    let (t, _pki) = start(&server_line(&sims[0], ""), "");
+    let (mut t, _pki) = start(&server_line(&sims[0], ""), "");
     let pid_file = t.dir.join("tether.pid");
     let _guard = common::daemon::KillOnDrop(pid_file.clone());
     let before = h3(&t, serde_json::json!({"requests": [{"path": "/"}]}));
@@ -216,6 +216,16 @@ async fn a_binary_upgrade_hands_the_udp_socket_over() {
     assert!(up.status.success(), "{up:?}\n{}", t.log());
     let new = tether::process::upgrade::read_pid(&pid_file).unwrap();
     assert_ne!(new as u32, t.pid());
+    // A connection made in the moment of the hand-over may land on the old process, which
+    // closes it (its client connects again): the new process alone is asked.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while t.alive() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the old process still runs"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let after = h3(
         &t,
         serde_json::json!({"requests": [{"path": "/"}, {"path": "/"}]}),
@@ -488,4 +498,30 @@ async fn client_certificates_are_required_over_quic_too() {
         "client_key": pki.path("client.key"), "requests": [{"path": "/"}]});
     let with = h3(&t, with).remove(0);
     assert_eq!(with["status"], 200, "{with}");
+}
+
+/// HTTP/3 is for TLS listeners, and a QUIC datagram carries no PROXY header.
+#[test]
+fn http3_needs_tls_and_takes_no_proxy_header() {
+    let yaml = |fields: &str| {
+        format!(
+            "listeners:\n  - {{ name: web, address: 127.0.0.1:8080, cluster: shop, {fields} }}\n\
+             clusters:\n  - name: shop\n    servers:\n      - {{ name: n1, address: 127.0.0.1:8081 }}\n"
+        )
+    };
+    let refused = |fields: &str, needle: &str| {
+        let e = tether::config::parse(&yaml(fields), "t.yaml").expect_err("refused");
+        let found = e
+            .errors
+            .iter()
+            .any(|x| x.path == "listeners[0].http3" && x.message.contains(needle));
+        assert!(found, "no `{needle}` at listeners[0].http3 in:\n{e}");
+    };
+    refused("http3: true", "needs the listener's `tls:`");
+    refused(
+        "http3: true, proxy_protocol: { from: [10.0.0.1] }",
+        "takes no PROXY header",
+    );
+    let plain = tether::config::parse(&yaml("h2c: false"), "t.yaml").expect("valid");
+    assert!(!plain.listeners[0].http3);
 }

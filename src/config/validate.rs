@@ -161,18 +161,9 @@ pub fn validate(raw: RawConfig, errors: &mut Vec<ConfigError>) -> Config {
             h2c: l.h2c.unwrap_or(false),
             http1: http1_path(l.http1.as_deref(), &path, &mut check),
             http2: http2_path(l.http2.as_deref(), &path, &mut check),
-            http3: http3(l, &path, &mut check),
-            http3_retry_above: check.count(
-                format!("{path}.http3_retry_above"),
-                l.http3_retry_above.unwrap_or(1000),
-                0..=1_000_000,
-            ),
-            alt_svc_max_age: check.duration(
-                format!("{path}.alt_svc_max_age"),
-                l.alt_svc_max_age.as_deref(),
-                std::time::Duration::from_secs(24 * 3600),
-                std::time::Duration::ZERO..=std::time::Duration::from_secs(365 * 24 * 3600),
-            ),
+            http3: super::http3::on(l, &path, &mut check),
+            http3_retry_above: super::http3::retry_above(l, &path, &mut check),
+            alt_svc_max_age: super::http3::alt_svc_max_age(l, &path, &mut check),
             tls,
             redirect_https,
         });
@@ -345,25 +336,6 @@ fn http1_path(raw: Option<&str>, path: &str, check: &mut Check) -> Http1Path {
             Http1Path::Engine
         }
     }
-}
-
-/// `http3: true` needs the listener's TLS (QUIC is TLS 1.3), and takes no PROXY header
-/// (a QUIC datagram carries none).
-fn http3(l: &super::raw::RawListener, path: &str, check: &mut Check) -> bool {
-    let on = l.http3.unwrap_or(false);
-    if on && l.tls.is_none() {
-        check.err(
-            format!("{path}.http3"),
-            "HTTP/3 needs the listener's `tls:` (QUIC is TLS 1.3)",
-        );
-    }
-    if on && l.proxy_protocol.is_some() {
-        check.err(
-            format!("{path}.http3"),
-            "HTTP/3 takes no PROXY header (QUIC datagrams carry none): leave out `proxy_protocol` or `http3`",
-        );
-    }
-    on
 }
 
 /// `http2: engine | proxy`. Unset, the environment's `TETHER_HTTP2` decides (so that the

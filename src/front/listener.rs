@@ -20,6 +20,7 @@
 mod accept;
 pub mod accept_loop;
 mod engine_conn;
+mod open;
 pub mod park;
 pub mod proxy_protocol;
 pub mod tcp;
@@ -27,6 +28,7 @@ pub mod tcp;
 use crate::front::head_limit::{HeadBudget, HeadLimited, HEAD};
 use engine_conn::{EngineConn, Run};
 pub use engine_conn::{Resume, ToPark};
+pub use open::{open_connections, OpenInProcess};
 
 use crate::base::poll_time;
 use crate::front::engine::{Engine, Grace, Woke, IDLE_GRACE};
@@ -253,49 +255,21 @@ enum Setup {
     Engine(EngineConn),
 }
 
-/// Client connections open on every listener of the process: a graceful stop ends once
-/// none is left (`process/fast_stop.rs`).
-static OPEN_IN_PROCESS: AtomicUsize = AtomicUsize::new(0);
-
-/// How many client connections are open, on every listener (requests in flight, upgraded
-/// connections, connections waiting for their next request).
-pub fn open_connections() -> usize {
-    OPEN_IN_PROCESS.load(Relaxed)
-}
-
-/// A client connection that is no listener's TCP connection (a QUIC one), counted among
-/// the process's open connections until it is dropped: a graceful stop waits for it too.
-pub struct OpenInProcess(());
-
-impl OpenInProcess {
-    pub fn count() -> OpenInProcess {
-        OPEN_IN_PROCESS.fetch_add(1, Relaxed);
-        OpenInProcess(())
-    }
-}
-
-impl Drop for OpenInProcess {
-    fn drop(&mut self) {
-        OPEN_IN_PROCESS.fetch_sub(1, Relaxed);
-    }
-}
-
 /// Decrements the open-connection counts when a connection ends, however it ends.
-struct Open(Arc<Listener>);
+struct Open(Arc<Listener>, OpenInProcess);
 
 impl Open {
     /// Counts a new connection of `listener`: how many it has open now.
     fn new(listener: &Arc<Listener>) -> (usize, Open) {
-        OPEN_IN_PROCESS.fetch_add(1, Relaxed);
+        let in_process = OpenInProcess::count();
         let open = listener.open.fetch_add(1, Relaxed) + 1;
-        (open, Open(listener.clone()))
+        (open, Open(listener.clone(), in_process))
     }
 }
 
 impl Drop for Open {
     fn drop(&mut self) {
         self.0.open.fetch_sub(1, Relaxed);
-        OPEN_IN_PROCESS.fetch_sub(1, Relaxed);
     }
 }
 

@@ -55,20 +55,27 @@ fn base(tls: &ListenerTls) -> Result<SslAcceptorBuilder, String> {
         let ours = tls.alpn.clone();
         b.set_alpn_select_callback(move |_, client| select(&ours, client).ok_or(AlpnError::NOACK));
     }
-    if let Some(ClientAuth { ca, required }) = &tls.client_auth {
-        let shown = ca.display();
-        b.set_ca_file(ca)
-            .map_err(|e| format!("client_auth.ca `{shown}`: {e}"))?;
-        let names = X509Name::load_client_ca_file(ca)
-            .map_err(|e| format!("client_auth.ca `{shown}`: {e}"))?;
-        b.set_client_ca_list(names);
-        let mut mode = SslVerifyMode::PEER;
-        if *required {
-            mode |= SslVerifyMode::FAIL_IF_NO_PEER_CERT;
-        }
-        b.set_verify(mode);
-    }
+    client_auth(&mut b, tls)?;
     Ok(b)
+}
+
+/// Asks clients for a certificate from `tls.client_auth`'s CA, requiring one when it says so.
+pub(super) fn client_auth(b: &mut SslContextBuilder, tls: &ListenerTls) -> Result<(), String> {
+    let Some(ClientAuth { ca, required }) = &tls.client_auth else {
+        return Ok(());
+    };
+    let shown = ca.display();
+    b.set_ca_file(ca)
+        .map_err(|e| format!("client_auth.ca `{shown}`: {e}"))?;
+    let names =
+        X509Name::load_client_ca_file(ca).map_err(|e| format!("client_auth.ca `{shown}`: {e}"))?;
+    b.set_client_ca_list(names);
+    let mut mode = SslVerifyMode::PEER;
+    if *required {
+        mode |= SslVerifyMode::FAIL_IF_NO_PEER_CERT;
+    }
+    b.set_verify(mode);
+    Ok(())
 }
 
 pub(super) fn use_cert(b: &mut SslContextBuilder, ck: &CertKey) -> Result<(), String> {

@@ -3,11 +3,10 @@
 //! is TLS 1.3 only, whose ciphers are not chosen by a cipher string, and quiche chooses
 //! the ALPN (`h3`) itself.
 
-use super::acceptor::{sni_contexts, switch_by_name, use_cert};
+use super::acceptor::{client_auth, sni_contexts, switch_by_name, use_cert};
 use crate::config::pem::load_cert_key;
-use crate::config::{ClientAuth, ListenerTls};
-use boring::ssl::{SslContextBuilder, SslInfoCallbackMode, SslMethod, SslVerifyMode, SslVersion};
-use boring::x509::X509Name;
+use crate::config::ListenerTls;
+use boring::ssl::{SslContextBuilder, SslInfoCallbackMode, SslMethod, SslVersion};
 use pingora_core::protocols::tls::SslDigest;
 use std::cell::Cell;
 
@@ -38,19 +37,7 @@ fn base(tls: &ListenerTls) -> Result<SslContextBuilder, String> {
             DONE.with(|done| done.set(Some(SslDigest::from_ssl(ssl))));
         }
     });
-    if let Some(ClientAuth { ca, required }) = &tls.client_auth {
-        let shown = ca.display();
-        b.set_ca_file(ca)
-            .map_err(|e| format!("client_auth.ca `{shown}`: {e}"))?;
-        let names = X509Name::load_client_ca_file(ca)
-            .map_err(|e| format!("client_auth.ca `{shown}`: {e}"))?;
-        b.set_client_ca_list(names);
-        let mut mode = SslVerifyMode::PEER;
-        if *required {
-            mode |= SslVerifyMode::FAIL_IF_NO_PEER_CERT;
-        }
-        b.set_verify(mode);
-    }
+    client_auth(&mut b, tls)?;
     Ok(b)
 }
 
