@@ -5,6 +5,7 @@ pub mod curl;
 pub mod daemon;
 pub mod fleet;
 pub mod h2frames;
+pub mod h3;
 pub mod import;
 pub mod lookup;
 pub mod markdown;
