@@ -167,8 +167,7 @@ pub fn server_line(sim: &TomcatSim, extra: &str) -> String {
     )
 }
 
-/// How to start tether: the cluster `shop` (YAML after `- name: shop\n`), extra top-level
-/// YAML, the log filter, and a directory to reuse (kept after the process ends).
+/// How to start tether: the cluster `shop` (YAML after `- name: shop\n`), and the rest.
 #[derive(Default)]
 pub struct Opts {
     pub cluster: String,
